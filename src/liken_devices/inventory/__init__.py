@@ -1,0 +1,26 @@
+"""The policy: which hardware is published as which device, and why the rest is not.
+
+``build_inventory(snapshot, context)`` is a pure function from what a walk saw (and the facts,
+the Machine's spec and the module/ID catalogs) to the :class:`~.model.Inventory`: the slice's
+devices, what each delivers, an outcome for every considered piece of hardware, and the
+unclaimed hardware. Every rule cites ``devices.txt`` (the seed) or ``decisions.md``.
+"""
+
+from .context import Catalogs, Context, Sources
+from .model import Facts, Inventory, MachineSpec, Outcome, PublishedDevice, SerioEntry, Unclaimed
+from .policy import MAX_DEVICES, build_inventory
+
+__all__ = [
+    "MAX_DEVICES",
+    "Catalogs",
+    "Context",
+    "Facts",
+    "Inventory",
+    "MachineSpec",
+    "Outcome",
+    "PublishedDevice",
+    "SerioEntry",
+    "Sources",
+    "Unclaimed",
+    "build_inventory",
+]

@@ -1,0 +1,143 @@
+"""The inventory's vocabulary: what the policy takes in and what it decides.
+
+The inputs besides the snapshot (facts, the Machine's spec, the module and ID catalogs) are
+gathered in :class:`Context`. The answer is an :class:`Inventory`: the published devices with
+their attributes and deliveries, an outcome for every piece of hardware considered, and the
+unclaimed hardware with the modules that could drive it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..sysfs.model import DevNode
+
+AttrValue = bool | str
+
+# Reasons a considered piece of hardware is not published (devices.txt: What a node publishes,
+# Limits, USB devices; decisions.md: Which hardware is considered).
+NO_DRIVER = "no driver"
+NO_NODE = "no device node"
+BUS_STRUCTURE = "bus structure"
+STORAGE_ROLE = "storage role"
+ONLY_RESERVED = "only reserved nodes"
+FACTS_UNREADABLE = "facts unreadable"
+OVER_CAP = "past the 128 cap"
+HELD_BY_PROGRAM = "held by a program through usbfs"
+FOLDED = "folded into another device"
+ONLY_WITHHELD = "only withheld nodes"
+SERIAL_UNATTACHED = "serial line not attached"
+
+
+@dataclass(frozen=True, slots=True)
+class SerioEntry:
+    """One ``spec.serio`` entry: a serial-line adapter the machine attaches to serio."""
+
+    protocol: str  # "pulse8-cec" | "rainshadow-cec"
+    vendor: str  # 4 lowercase hex digits (the adapter's USB IDs)
+    product: str
+    serial: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSpec:
+    """The part of the Machine's spec the device layer reads."""
+
+    modules: tuple[str, ...] = ()
+    serio: tuple[SerioEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """Storage roles from init's facts: the partitions backing a role, or why they are unknown."""
+
+    role_partitions: frozenset[str] | None  # None: the facts could not be read
+    error: str | None = None
+
+    @property
+    def readable(self) -> bool:
+        return self.role_partitions is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedDevice:
+    """One device of the slice, and what a claim on it delivers."""
+
+    name: str
+    attributes: Mapping[str, AttrValue]
+    nodes: tuple[DevNode, ...]  # what a claim receives, in a stable order
+    shareable: bool  # allowMultipleAllocations (only the render half of a GPU)
+    source: str  # sysfs path of the hardware it stands for
+    kind: str  # "render", "display", "i2c-dev", "drm-dp-aux-dev", "whole", "bluetooth", ...
+
+    @property
+    def is_render(self) -> bool:
+        return self.attributes.get("renderNode") is True
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of one considered piece of hardware (``liken-devices explain``)."""
+
+    path: str
+    bus: str
+    address: str
+    driver: str | None
+    devices: tuple[str, ...]  # names it was published as (empty when it was not)
+    reason: str | None  # one of the reason constants when it was not published
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Unclaimed:
+    """Hardware no driver drives, with the modules that could (Machine status, hardware report)."""
+
+    path: str
+    bus: str
+    address: str
+    modalias: str | None
+    name: str | None
+    class_: str | None
+    candidates: tuple[str, ...]
+    message: str
+
+    def to_status(self) -> dict[str, object]:
+        out: dict[str, object] = {"bus": self.bus, "candidates": list(self.candidates),
+                                  "message": self.message}
+        if self.modalias:
+            out["modalias"] = self.modalias
+        if self.name:
+            out["name"] = self.name
+        if self.class_:
+            out["class"] = self.class_
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """The policy's whole answer for one snapshot."""
+
+    devices: tuple[PublishedDevice, ...]  # sorted by name, at most MAX_DEVICES
+    outcomes: tuple[Outcome, ...]
+    unclaimed: tuple[Unclaimed, ...]
+    overflow: tuple[str, ...] = ()  # names dropped past the cap
+    facts: Facts = field(default_factory=lambda: Facts(frozenset()))
+    # Devices withheld only because a libusb program holds the interface: present hardware whose
+    # claim keeps its usbfs node (devices.txt: USB devices). Name -> nodes.
+    held: Mapping[str, tuple[DevNode, ...]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        """How many devices the node has before the cap."""
+        return len(self.devices) + len(self.overflow)
+
+    def by_name(self) -> dict[str, PublishedDevice]:
+        return {d.name: d for d in self.devices}
+
+    def lookup(self, name: str) -> tuple[DevNode, ...] | None:
+        """The nodes a claim on ``name`` receives now, or None while the hardware is absent."""
+        for d in self.devices:
+            if d.name == name:
+                return d.nodes
+        return self.held.get(name)
