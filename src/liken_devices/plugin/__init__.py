@@ -1,0 +1,42 @@
+"""The kubelet half of the liken.sh DRA driver: claims in, CDI specs out.
+
+devices.txt, "The driver": one job of the node agent "answers the kubelet when a pod's claim comes
+to the node". The kubelet calls this plugin over gRPC on a unix socket to prepare each allocated
+claim; the plugin writes a CDI spec naming the claim's device nodes and answers with CDI device
+IDs, which the container runtime resolves ("What a claim delivers").
+
+Modules: :mod:`.core` (prepare/unprepare/reconcile/health logic), :mod:`.server` (the gRPC
+services and sockets), :mod:`.cdi` (spec files), :mod:`.state` (the on-disk memory of prepared
+claims), :mod:`.claims` (reading a ResourceClaim), :mod:`.usb` (drivers_probe), :mod:`.cli`
+(``liken-devices plugin`` and ``liken-devices claims``); the ``.proto`` files are in ``proto/``
+and their stubs in ``gen/`` (``scripts/gen-protos.sh``).
+
+Contract for the node agent (``liken-devices run``) that embeds the plugin::
+
+    from liken_devices.plugin import Plugin, PluginConfig
+
+    plugin = Plugin(PluginConfig(node=node_name, cdi_dir=..., state_dir=..., plugin_dir=...,
+                                 registry_dir=..., sysfs=sources.sysfs),
+                    walk=lambda: sources.walk(machine),   # a FRESH walk, called under the lock
+                    kube_client=lightkube.Client(...))     # .get(ResourceClaim, name, namespace=)
+    plugin.start()          # loads the state, serves dra.sock, then the registration socket
+    ...
+    inv = sources.walk(machine)
+    publish(inv)            # the agent's slice
+    plugin.reconcile(inv)   # after EVERY walk: rewrites prepared claims' specs (only if changed)
+    ...
+    plugin.stop()           # on SIGTERM: both sockets removed; state and specs stay
+
+* ``walk`` is called once per NodePrepareResources call (not per claim), under the plugin's
+  lock, from a gRPC worker thread; it must be thread-safe with respect to the agent's own walks
+  (``Sources.walk`` builds a new snapshot each time, which is).
+* ``reconcile(inv)`` takes the same lock; it may be called from any thread. It never calls
+  ``walk`` itself.
+* ``kube_client`` may be None (prepare then fails every claim in band, unprepare still works).
+* The state (``state_dir``, default /var/lib/liken-devices/plugin) must be on persistent
+  storage; the CDI dir (default /var/run/cdi) is a tmpfs and is rebuilt by ``reconcile``.
+"""
+
+from .core import ClaimRef, Plugin, PluginConfig, PreparedDeviceResult, PrepareOutcome
+
+__all__ = ["ClaimRef", "Plugin", "PluginConfig", "PrepareOutcome", "PreparedDeviceResult"]

@@ -1,0 +1,185 @@
+"""The per-claim CDI spec: what the container runtime injects for a prepared claim.
+
+devices.txt, "What a claim delivers": a claim delivers device nodes only, through a CDI spec that
+names the /dev entries of that claim. decisions.md, "Delivery" fixes the form: one file per claim,
+``<cdi dir>/liken.sh-<claimUID>.json``, kind ``liken.sh/device``, device names
+``<claimUID>-<device name>``, ``cdiVersion`` 0.5.0 (the lowest that allows a device name starting
+with a digit, which a claim UID may; podman 4.3 refuses anything newer: reference/runtime.md §1),
+each node with ``path``, ``type``, ``major`` and ``minor``; while hardware is absent its nodes are
+paths under ``/dev/.liken.sh-absent/`` with no type or numbers, so the runtime's stat fails and
+the container cannot start (CDI: a node that is not "minimally specified" must exist on the host,
+dra-api.md §7.5).
+
+Files are written atomically (a temp file in the same directory whose name does not end in
+``.json``, so no runtime scans it; fsync; rename; fsync the directory) and only when the bytes
+differ, so a reconcile pass that changes nothing touches nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..sysfs.model import DevNode
+
+DRIVER = "liken.sh"
+KIND = "liken.sh/device"
+CDI_VERSION = "0.5.0"
+ABSENT_ROOT = "/dev/.liken.sh-absent"
+SPEC_PREFIX = "liken.sh-"
+SPEC_SUFFIX = ".json"
+
+# A Kubernetes UID is a UUID; accept the characters a CDI device name allows at its start and in
+# its middle (dra-api.md §7.3) and nothing that could leave the CDI directory.
+_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]$")
+# A published device name is a DNS label (devices.txt, "Device names").
+_DEVICE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+class SpecError(ValueError):
+    """A claim UID or device name that cannot form a CDI spec."""
+
+
+def check_uid(uid: str) -> str:
+    if not _UID.match(uid):
+        raise SpecError(f"claim UID {uid!r} is not a UID (letters, digits and '-')")
+    return uid
+
+
+def check_device(name: str) -> str:
+    if not _DEVICE.match(name):
+        raise SpecError(f"device name {name!r} is not a DNS label")
+    return name
+
+
+def spec_path(cdi_dir: Path, uid: str) -> Path:
+    return cdi_dir / f"{SPEC_PREFIX}{check_uid(uid)}{SPEC_SUFFIX}"
+
+
+def cdi_name(uid: str, device: str) -> str:
+    return f"{uid}-{device}"
+
+
+def cdi_id(uid: str, device: str) -> str:
+    """The fully-qualified CDI device ID the kubelet passes to the runtime."""
+    return f"{KIND}={cdi_name(uid, device)}"
+
+
+def absent_path(device: str, node_name: str) -> str:
+    """A path that cannot exist: nothing ever creates ``/dev/.liken.sh-absent``."""
+    return f"{ABSENT_ROOT}/{device}/{node_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What one device of a claim delivers right now.
+
+    ``present`` False means the hardware is away (or no longer published, e.g. a disk that now
+    backs a storage role): ``nodes`` are then the last nodes it had, named under the absent root.
+    """
+
+    device: str
+    nodes: tuple[DevNode, ...]
+    present: bool
+
+    def node_edits(self) -> list[dict[str, object]]:
+        if self.present:
+            return [n.to_json() for n in self.nodes]
+        names = [n.name for n in self.nodes] or ["gone"]
+        return [{"path": absent_path(self.device, name)} for name in names]
+
+
+def build_spec(uid: str, deliveries: Sequence[Delivery]) -> dict[str, object]:
+    """The CDI spec of one claim (dra-api.md §7.4: every device needs non-empty edits)."""
+    check_uid(uid)
+    devices: list[dict[str, object]] = []
+    seen: set[str] = set()
+    for d in sorted(deliveries, key=lambda d: d.device):
+        check_device(d.device)
+        if d.device in seen:
+            continue
+        seen.add(d.device)
+        edits = d.node_edits()
+        if not edits:
+            raise SpecError(f"device {d.device} delivers no node")
+        devices.append({"name": cdi_name(uid, d.device), "containerEdits": {"deviceNodes": edits}})
+    if not devices:
+        raise SpecError(f"claim {uid} has no device of {DRIVER}")
+    return {"cdiVersion": CDI_VERSION, "kind": KIND, "devices": devices}
+
+
+def render(spec: Mapping[str, object]) -> bytes:
+    return (json.dumps(spec, indent=2, sort_keys=False) + "\n").encode()
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> bool:
+    """Write ``data`` to ``path`` unless it already holds exactly that; True when written.
+
+    Readers (the runtime, a restarted plugin) see the old file or the new one, never a part.
+    """
+    try:
+        if path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return True
+
+
+def write_spec(cdi_dir: Path, uid: str, spec: Mapping[str, object]) -> bool:
+    return write_atomic(spec_path(cdi_dir, uid), render(spec))
+
+
+def remove_spec(cdi_dir: Path, uid: str) -> bool:
+    """Delete a claim's spec; True when there was one (a missing one is fine)."""
+    try:
+        spec_path(cdi_dir, uid).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def spec_uids(cdi_dir: Path) -> list[str]:
+    """The claim UIDs of the liken.sh specs present in ``cdi_dir``."""
+    try:
+        names = os.listdir(cdi_dir)
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        if name.startswith(SPEC_PREFIX) and name.endswith(SPEC_SUFFIX):
+            uid = name[len(SPEC_PREFIX):-len(SPEC_SUFFIX)]
+            if _UID.match(uid):
+                out.append(uid)
+    return sorted(out)
+
+
+def read_spec(cdi_dir: Path, uid: str) -> dict[str, object] | None:
+    try:
+        data = json.loads(spec_path(cdi_dir, uid).read_bytes())
+    except (FileNotFoundError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

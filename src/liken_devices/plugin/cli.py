@@ -1,0 +1,169 @@
+"""``liken-devices plugin`` and ``liken-devices claims``: the kubelet plugin from the command line.
+
+``plugin`` runs the plugin on its own (issue 3, item 7): it walks once at start and on SIGHUP,
+reconciles the prepared claims' specs after each walk, and serves until SIGTERM or SIGINT. The node
+agent (``liken-devices run``) embeds the same :class:`~.core.Plugin` and walks on uevents instead.
+``claims`` lists the prepared claims from the state file with the nodes each delivers now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from .core import (
+    DEFAULT_CDI_DIR,
+    DEFAULT_PLUGIN_DIR,
+    DEFAULT_REGISTRY_DIR,
+    DEFAULT_STATE_DIR,
+    Plugin,
+    PluginConfig,
+)
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "plugin", parents=[common_parent],
+        help="serve the kubelet DRA plugin (walk at start and on SIGHUP, stop on SIGTERM)")
+    p.add_argument("--kubeconfig", type=Path, default=None,
+                   help="kubeconfig for reading ResourceClaims (default: in-cluster, then "
+                        "$KUBECONFIG / ~/.kube/config)")
+    _dirs(p)
+    p.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR,
+                   help=f"directory of dra.sock (default {DEFAULT_PLUGIN_DIR})")
+    p.add_argument("--registry-dir", type=Path, default=DEFAULT_REGISTRY_DIR,
+                   help=f"kubelet plugin registry (default {DEFAULT_REGISTRY_DIR})")
+    p.set_defaults(func=run_plugin)
+
+    c = subparsers.add_parser(
+        "claims", parents=[common_parent],
+        help="list the prepared claims and the nodes each delivers now")
+    _dirs(c)
+    c.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    c.set_defaults(func=run_claims)
+
+
+def _dirs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cdi-dir", type=Path, default=DEFAULT_CDI_DIR,
+                   help=f"where claim CDI specs are written (default {DEFAULT_CDI_DIR})")
+    p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR,
+                   help=f"persistent plugin state (default {DEFAULT_STATE_DIR})")
+
+
+def node_name(args: argparse.Namespace) -> str:
+    return str(getattr(args, "node", None) or os.environ.get("NODE_NAME")
+               or socket.gethostname())
+
+
+def kube_client(kubeconfig: Path | None) -> Any:
+    import lightkube
+    from lightkube import KubeConfig
+
+    if kubeconfig is not None:
+        return lightkube.Client(config=KubeConfig.from_file(kubeconfig))
+    return lightkube.Client()
+
+
+def run_plugin(args: argparse.Namespace) -> int:
+    from ..cli import sources_from_args
+
+    sources = sources_from_args(args)
+    try:
+        client = kube_client(args.kubeconfig)
+    except Exception as e:
+        print(f"liken-devices plugin: no API access: {e}", file=sys.stderr)
+        return 2
+    config = PluginConfig(node=node_name(args), cdi_dir=args.cdi_dir, state_dir=args.state_dir,
+                          plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
+                          sysfs=sources.sysfs)
+    plugin = Plugin(config, walk=sources.walk, kube_client=client)
+    stop = threading.Event()
+    rewalk = threading.Event()
+
+    def on_term(signum: int, frame: object) -> None:
+        stop.set()
+        rewalk.set()
+
+    def on_hup(signum: int, frame: object) -> None:
+        rewalk.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, on_hup)
+    plugin.start()
+    try:
+        rewalk.set()
+        while not stop.is_set():
+            rewalk.wait()
+            rewalk.clear()
+            if stop.is_set():
+                break
+            try:
+                plugin.reconcile(sources.walk())
+            except Exception:
+                log.exception("walk or reconcile failed")
+    finally:
+        plugin.stop()
+    return 0
+
+
+def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]:
+    """The prepared claims with the nodes each device delivers now (None: absent)."""
+    from .state import read_state
+
+    try:
+        claims = read_state(plugin_state_dir)
+    except FileNotFoundError:
+        return []
+    out = []
+    for uid, c in sorted(claims.items()):
+        devices = []
+        for n in c.device_names():
+            now = inv.lookup(n) if inv is not None else None
+            requests = sorted({r for d in c.devices if d.name == n for r in d.requests})
+            devices.append({
+                "name": n,
+                "requests": requests,
+                "present": bool(now),
+                "nodes": [x.to_json() for x in now] if now else None,
+                "lastNodes": [x.to_json() for x in c.nodes.get(n, [])],
+            })
+        out.append({"uid": uid, "namespace": c.namespace, "name": c.name, "pool": c.pool,
+                    "devices": devices, "usbInterfaces": c.usb_interfaces})
+    return out
+
+
+def run_claims(args: argparse.Namespace) -> int:
+    from ..cli import sources_from_args
+
+    try:
+        view = claims_view(args.state_dir, sources_from_args(args).walk())
+    except (OSError, ValueError) as e:
+        print(f"liken-devices claims: {e}", file=sys.stderr)
+        return 2
+    if args.output == "json":
+        json.dump(view, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    rows = [("CLAIM", "UID", "DEVICE", "NODES")]
+    for c in view:
+        for d in c["devices"]:
+            nodes = (" ".join(f"{x['path']}({x['type']}{x['major']}:{x['minor']})"
+                              for x in d["nodes"]) if d["nodes"] else "absent")
+            rows.append((f"{c['namespace']}/{c['name']}", c["uid"], d["name"], nodes))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        print("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3])
+    if len(rows) == 1:
+        print("(no prepared claims)")
+    return 0

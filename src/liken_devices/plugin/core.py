@@ -1,0 +1,375 @@
+"""The kubelet plugin's logic: prepare, unprepare, reconcile, health — without the wire.
+
+Every rule here comes from devices.txt ("What a claim delivers", "USB devices", "Bluetooth
+adapters", "Serial-line adapters", the storage paragraph of "What a node publishes"),
+decisions.md ("Delivery") and dra-api.md §5.3/§6.4 (kubelet semantics):
+
+* Prepare reads each claim from the API before taking the lock (§6.4), then resolves every device
+  against a fresh walk under the lock: a device the inventory does not offer now fails that claim
+  in band. That one rule covers an unplugged device, an adapter's bare name that ``spec.serio``
+  now reserves, and the storage recheck (the inventory never publishes a disk that backs a role,
+  so an allocation from an older slice cannot deliver one). A claim that is already prepared is
+  prepared again idempotently, keeping the nonexistent path of a device that is away.
+* The state is saved before the spec is written and the spec deleted before the state forgets the
+  claim, so no spec exists that the plugin does not know how to remove.
+* Unprepare gives the claim's USB interfaces back to the kernel (devices.txt, "USB devices"),
+  deletes the spec and forgets the claim; a claim it never saw, or whose spec is gone, succeeds.
+* The reconcile pass, run after every walk, rewrites each prepared claim's spec with the current
+  nodes, or with a nonexistent path while a device is away, touching only files that differ.
+* Health: each prepared device is healthy while present and unhealthy while absent.
+
+Calls are serialized by one lock (the Go helper's default, §6.4), which reconcile takes too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..sysfs.model import DevNode
+from . import cdi, usb
+from .cdi import DRIVER, Delivery, SpecError
+from .claims import ClaimError, KubeClient, fetch_results
+from .state import PreparedClaim, PreparedDevice, StateStore
+
+if TYPE_CHECKING:
+    from ..inventory.model import Inventory
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CDI_DIR = Path("/var/run/cdi")
+DEFAULT_STATE_DIR = Path("/var/lib/liken-devices/plugin")
+DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/plugins") / DRIVER
+DEFAULT_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
+
+
+@dataclass(frozen=True, slots=True)
+class PluginConfig:
+    """Where the plugin reads and writes; every path is an option so tests pass their own."""
+
+    node: str  # the node's name = the pool name of its slice
+    cdi_dir: Path = DEFAULT_CDI_DIR
+    state_dir: Path = DEFAULT_STATE_DIR
+    plugin_dir: Path = DEFAULT_PLUGIN_DIR  # holds dra.sock (dra-api.md §6.2)
+    registry_dir: Path = DEFAULT_REGISTRY_DIR  # holds liken.sh-reg.sock
+    sysfs: Path = Path("/sys")  # for the USB interfaces (drivers_probe)
+    # Remove liken.sh specs in the CDI dir that the state does not know (a crash mid-prepare).
+    sweep_orphans: bool = True
+    health_interval: float = 10.0  # seconds between full health messages without a change
+    grpc_workers: int = 8
+
+    @property
+    def dra_socket(self) -> Path:
+        return self.plugin_dir / "dra.sock"
+
+    @property
+    def registration_socket(self) -> Path:
+        return self.registry_dir / f"{DRIVER}-reg.sock"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """A claim as the kubelet names it."""
+
+    namespace: str
+    uid: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDeviceResult:
+    request_names: tuple[str, ...]
+    pool: str
+    device: str
+    cdi_ids: tuple[str, ...]
+    share_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareOutcome:
+    devices: tuple[PreparedDeviceResult, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceHealthState:
+    pool: str
+    device: str
+    healthy: bool
+
+
+@dataclass(slots=True)
+class _Health:
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    version: int = 0
+    devices: tuple[DeviceHealthState, ...] = ()
+
+
+Walk = Callable[[], "Inventory"]
+
+
+class Plugin:
+    """The liken.sh kubelet plugin. See the package docstring for how the agent embeds it."""
+
+    def __init__(self, config: PluginConfig, walk: Walk, kube_client: KubeClient | None) -> None:
+        self.config = config
+        self._walk = walk
+        self._kube = kube_client
+        self._lock = threading.Lock()
+        self._state = StateStore(config.state_dir)
+        self._health = _Health()
+        self._servers: Any = None
+        self._stopping = threading.Event()
+        self.registration: tuple[bool, str] | None = None  # last NotifyRegistrationStatus
+        self._loaded = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read the state (idempotent); done by :meth:`start`, usable without serving."""
+        with self._lock:
+            if self._loaded:
+                return
+            self._state.load()
+            self._loaded = True
+            if self.config.sweep_orphans:
+                for uid in cdi.spec_uids(self.config.cdi_dir):
+                    if uid not in self._state.claims:
+                        log.warning("removing CDI spec of claim %s, which no prepare finished",
+                                    uid)
+                        cdi.remove_spec(self.config.cdi_dir, uid)
+            self._update_health_locked()
+
+    def start(self) -> None:
+        """Load the state, serve the DRA socket, then the registration socket (§6.4)."""
+        from .server import Servers
+
+        self.load()
+        self._stopping.clear()
+        servers = Servers(self)
+        servers.start()
+        self._servers = servers
+
+    def stop(self) -> None:
+        """Stop serving; both sockets are removed. The state and the specs stay."""
+        self._stopping.set()
+        with self._health.cond:
+            self._health.cond.notify_all()
+        if self._servers is not None:
+            self._servers.stop()
+            self._servers = None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    # -- prepare ---------------------------------------------------------------------------------
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareOutcome]:
+        """NodePrepareResources: one outcome per claim UID; errors in band."""
+        self.load()
+        out: dict[str, PrepareOutcome] = {}
+        fetched: list[tuple[ClaimRef, list[Any]]] = []
+        for c in claims:
+            try:
+                cdi.check_uid(c.uid)
+                if self._kube is None:
+                    raise ClaimError("the plugin has no API client to read the claim")
+                fetched.append((c, fetch_results(self._kube, c.namespace, c.name, c.uid,
+                                                 self.config.node)))
+            except (ClaimError, SpecError) as e:
+                out[c.uid] = PrepareOutcome(error=str(e))
+        if not fetched:
+            return out
+        with self._lock:
+            try:
+                inv = self._walk()
+            except Exception as e:
+                log.exception("walk for prepare failed")
+                for c, _ in fetched:
+                    out[c.uid] = PrepareOutcome(error=f"reading the node's devices: {e}")
+                return out
+            by_name = _by_name(inv)
+            for c, results in fetched:
+                try:
+                    out[c.uid] = self._prepare_one(c, results, inv, by_name)
+                except (ClaimError, SpecError, OSError) as e:
+                    out[c.uid] = PrepareOutcome(error=str(e))
+                except Exception as e:  # a bug must not take the other claims down
+                    log.exception("prepare %s", c.uid)
+                    out[c.uid] = PrepareOutcome(error=f"internal error: {e!r}")
+            self._update_health_locked()
+        return out
+
+    def _prepare_one(self, c: ClaimRef, results: Sequence[Any], inv: Inventory,
+                     by_name: dict[str, Any]) -> PrepareOutcome:
+        existing = self._state.claims.get(c.uid)
+        names = sorted({r.device for r in results})
+        for n in names:
+            cdi.check_device(n)
+        nodes: dict[str, list[DevNode]] = {}
+        present: dict[str, bool] = {}
+        interfaces: set[str] = set(existing.usb_interfaces) if existing else set()
+        for n in names:
+            now = inv.lookup(n)
+            if now:
+                nodes[n] = list(now)
+                present[n] = True
+                source = getattr(by_name.get(n), "source", None)
+                interfaces.update(usb.interfaces_for(self.config.sysfs, source, now))
+            elif existing is not None and existing.nodes.get(n):
+                # Prepared before and away now: keep the nonexistent path (devices.txt, USB
+                # devices: the container fails to start until the hardware returns).
+                nodes[n] = existing.nodes[n]
+                present[n] = False
+            elif now is None:
+                raise ClaimError(
+                    f"device {n} is not offered by node {self.config.node} now: it is "
+                    "unplugged, or no longer published (a disk that backs a storage role, a "
+                    "serial line that spec.serio reserves, a device past the cap)")
+            else:
+                raise ClaimError(f"device {n} delivers no device node")
+        devices: dict[tuple[str, str], PreparedDevice] = {}
+        for r in results:
+            key = (r.device, r.share_id or "")
+            d = devices.setdefault(key, PreparedDevice(r.device, [], r.share_id))
+            if r.request and r.request not in d.requests:
+                d.requests.append(r.request)
+        claim = PreparedClaim(uid=c.uid, namespace=c.namespace, name=c.name,
+                              pool=self.config.node, devices=list(devices.values()),
+                              nodes=nodes, present=present,
+                              usb_interfaces=sorted(interfaces),
+                              prepared_at=existing.prepared_at if existing else time.time())
+        spec = cdi.build_spec(c.uid, _deliveries(claim))
+        self._state.claims[c.uid] = claim
+        try:
+            self._state.save()  # before the spec: no spec the state does not know
+            cdi.write_spec(self.config.cdi_dir, c.uid, spec)
+        except OSError:
+            if existing is None:
+                self._state.claims.pop(c.uid, None)
+                cdi.remove_spec(self.config.cdi_dir, c.uid)
+                self._state.save()
+            else:
+                self._state.claims[c.uid] = existing
+            raise
+        return PrepareOutcome(devices=tuple(
+            PreparedDeviceResult(tuple(d.requests), self.config.node, d.name,
+                                 (cdi.cdi_id(c.uid, d.name),), d.share_id)
+            for d in claim.devices))
+
+    # -- unprepare -------------------------------------------------------------------------------
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        """NodeUnprepareResources: claim UID -> error ("" = done). Unknown claims succeed."""
+        self.load()
+        out: dict[str, str] = {}
+        with self._lock:
+            for c in claims:
+                try:
+                    cdi.check_uid(c.uid)
+                except SpecError:
+                    out[c.uid] = ""  # no spec can exist under a name that is not a UID
+                    continue
+                try:
+                    claim = self._state.claims.get(c.uid)
+                    if claim is not None:
+                        others = {i for u, o in self._state.claims.items() if u != c.uid
+                                  for i in o.usb_interfaces}
+                        usb.reprobe(self.config.sysfs,
+                                    [i for i in claim.usb_interfaces if i not in others])
+                    cdi.remove_spec(self.config.cdi_dir, c.uid)
+                    if claim is not None:
+                        del self._state.claims[c.uid]
+                        self._state.save()
+                    out[c.uid] = ""
+                except OSError as e:
+                    out[c.uid] = f"unpreparing claim {c.uid}: {e}"
+            self._update_health_locked()
+        return out
+
+    # -- reconcile -------------------------------------------------------------------------------
+
+    def reconcile(self, inv: Inventory) -> list[str]:
+        """Rewrite every prepared claim's spec for ``inv``; returns the UIDs whose file changed."""
+        self.load()
+        written: list[str] = []
+        with self._lock:
+            by_name = _by_name(inv)
+            dirty = False
+            for uid, claim in sorted(self._state.claims.items()):
+                try:
+                    for n in claim.device_names():
+                        now = inv.lookup(n)
+                        is_present = bool(now)
+                        if now and list(now) != claim.nodes.get(n):
+                            claim.nodes[n] = list(now)
+                            source = getattr(by_name.get(n), "source", None)
+                            more = set(usb.interfaces_for(self.config.sysfs, source, now))
+                            claim.usb_interfaces = sorted(more | set(claim.usb_interfaces))
+                            dirty = True
+                        if claim.present.get(n) != is_present:
+                            claim.present[n] = is_present
+                            dirty = True
+                    if cdi.write_spec(self.config.cdi_dir, uid,
+                                      cdi.build_spec(uid, _deliveries(claim))):
+                        written.append(uid)
+                except (OSError, SpecError) as e:
+                    log.error("reconcile claim %s: %s", uid, e)
+            if dirty:
+                self._state.save()
+            self._update_health_locked()
+        if written:
+            log.info("reconcile rewrote the CDI specs of %s", ", ".join(written))
+        return written
+
+    # -- views -----------------------------------------------------------------------------------
+
+    def prepared(self) -> dict[str, PreparedClaim]:
+        self.load()
+        with self._lock:
+            return dict(self._state.claims)
+
+    def health(self) -> tuple[int, tuple[DeviceHealthState, ...]]:
+        with self._health.cond:
+            return self._health.version, self._health.devices
+
+    def wait_health(self, version: int, timeout: float) -> tuple[int, tuple[DeviceHealthState,
+                                                                              ...]]:
+        """Block until the health differs from ``version``, the timeout, or stop."""
+        with self._health.cond:
+            if self._health.version == version and not self.stopping:
+                self._health.cond.wait(timeout)
+            return self._health.version, self._health.devices
+
+    def _update_health_locked(self) -> None:
+        states: dict[tuple[str, str], bool] = {}
+        for claim in self._state.claims.values():
+            for n in claim.device_names():
+                key = (claim.pool, n)
+                states[key] = states.get(key, True) and claim.present.get(n, False)
+        devices = tuple(DeviceHealthState(p, d, h) for (p, d), h in sorted(states.items()))
+        with self._health.cond:
+            if devices != self._health.devices:
+                self._health.devices = devices
+                self._health.version += 1
+                self._health.cond.notify_all()
+
+
+def _by_name(inv: Inventory) -> dict[str, Any]:
+    return {d.name: d for d in inv.devices}
+
+
+def _deliveries(claim: PreparedClaim) -> list[Delivery]:
+    return [Delivery(n, tuple(claim.nodes.get(n, ())), claim.present.get(n, False))
+            for n in claim.device_names()]
+
+
+def claim_refs(items: Iterable[tuple[str, str, str]]) -> list[ClaimRef]:
+    """(namespace, uid, name) triples as claim references."""
+    return [ClaimRef(ns, uid, name) for ns, uid, name in items]
