@@ -6,7 +6,8 @@ devices, what each delivers, an outcome for every considered piece of hardware, 
 unclaimed hardware. Every rule cites ``devices.txt`` (the seed) or ``decisions.md``.
 """
 
-from .context import Catalogs, Context, Sources
+from .catalogs import Catalogs
+from .context import Context, Sources
 from .model import Facts, Inventory, MachineSpec, Outcome, PublishedDevice, SerioEntry, Unclaimed
 from .policy import MAX_DEVICES, build_inventory
 

@@ -71,7 +71,8 @@ def parse_machine(doc: Any, origin: str = "machine") -> MachineSpec:
     if doc is None:
         return MachineSpec()
     if not isinstance(doc, dict):
-        raise InputError(f"{origin}: expected a Machine object or its spec, got {type(doc).__name__}")
+        kind = type(doc).__name__
+        raise InputError(f"{origin}: expected a Machine object or its spec, got {kind}")
     if "kind" in doc or "apiVersion" in doc:
         if doc.get("kind") != "Machine":
             raise InputError(f"{origin}: kind is {doc.get('kind')!r}, expected Machine")

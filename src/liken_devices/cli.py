@@ -1,0 +1,322 @@
+"""The ``liken-devices`` command: what this machine offers, and the node agent's commands.
+
+``scan``, ``deliveries``, ``explain`` and ``report`` are views of one inventory (issue 2); they
+need no cluster. Other parts of the package add their subcommands through a ``register``
+function (``plugin``, ``claims``, ``run``, ``machine``). Bad input exits 2 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import DRIVER, __version__
+from .inventory import Inventory, Sources
+from .inventory.context import InputError, default_hwdata_dir, default_modules_dir
+from .slices import devices_json, ensure_valid, make_slice
+
+log = logging.getLogger("liken_devices")
+
+EXTENSIONS = ("liken_devices.plugin.cli", "liken_devices.agent.cli", "liken_devices.machine.cli")
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def default_node() -> str:
+    return socket.gethostname().split(".")[0].lower()
+
+
+def common_parent() -> argparse.ArgumentParser:
+    """The options every command shares; defaults are the real machine's paths."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("where the machine is read from")
+    g.add_argument("--sysfs", type=Path, default=Path("/sys"), metavar="DIR",
+                   help="sysfs root to walk (default: /sys)")
+    g.add_argument("--recording", type=Path, metavar="FILE",
+                   help="read a umockdev recording (umockdev-record's text format) instead of "
+                        "--sysfs")
+    g.add_argument("--facts", type=Path, default=Path("/run/liken/facts"), metavar="DIR",
+                   help="init's facts tree; storage roles are storage/<role>/device "
+                        "(default: /run/liken/facts). Unreadable facts: no disk is offered")
+    g.add_argument("--machine", type=Path, metavar="FILE",
+                   help="a Machine manifest (or just its spec) in YAML: spec.modules, "
+                        "spec.serio")
+    g.add_argument("--modules-dir", type=Path, default=None, metavar="DIR",
+                   help="holds modules.alias, modules.builtin, modules.dep "
+                        "(default: /lib/modules/$(uname -r))")
+    g.add_argument("--hwdata-dir", type=Path, default=None, metavar="DIR",
+                   help="holds pci.ids and usb.ids (default: /usr/share/hwdata)")
+    g.add_argument("--node", default=None, metavar="NAME",
+                   help="the node's name (default: this host's name)")
+    g.add_argument("-v", "--verbose", action="count", default=0,
+                   help="log more (-v: info, -vv: debug)")
+    return p
+
+
+def sources_from_args(args: argparse.Namespace) -> Sources:
+    return Sources(
+        sysfs=args.sysfs,
+        facts=args.facts,
+        machine_file=args.machine,
+        modules_dir=args.modules_dir or default_modules_dir(),
+        hwdata_dir=args.hwdata_dir or default_hwdata_dir(),
+        recording=args.recording,
+    )
+
+
+def node_from_args(args: argparse.Namespace) -> str:
+    return str(args.node or default_node())
+
+
+def _walk(args: argparse.Namespace) -> tuple[Sources, Inventory]:
+    sources = sources_from_args(args)
+    sources.check()
+    return sources, sources.walk()
+
+
+def liken_slice(args: argparse.Namespace, inv: Inventory) -> dict[str, Any]:
+    obj = make_slice(node_from_args(args), DRIVER, devices_json(inv))
+    ensure_valid(obj)
+    return obj
+
+
+def dump(obj: Any, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    return str(yaml.safe_dump(obj, sort_keys=False, allow_unicode=True))
+
+
+# -- scan -------------------------------------------------------------------------------------
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    _, inv = _walk(args)
+    obj = liken_slice(args, inv)
+    if args.output == "table":
+        sys.stdout.write(table(inv))
+    else:
+        sys.stdout.write(dump(obj, args.output))
+    if inv.overflow:
+        log.warning("%d devices found, %d published: %d dropped past the cap of 128",
+                    inv.total, len(inv.devices), len(inv.overflow))
+    if not inv.facts.readable:
+        log.warning("storage facts unreadable (%s): no disk is offered", inv.facts.error)
+    return 0
+
+
+def table(inv: Inventory) -> str:
+    """A kubectl-like view of the slice for people."""
+    rows = [("NAME", "SUBSYSTEM", "DRIVER", "CLASS", "SHARED", "NODES", "HARDWARE")]
+    for d in inv.devices:
+        a = d.attributes
+        hardware = str(a.get("name") or a.get("modalias") or "")
+        nodes = ",".join(n.path for n in d.nodes[:3]) + (
+            f",+{len(d.nodes) - 3}" if len(d.nodes) > 3 else "")
+        rows.append((d.name, str(a.get("subsystem", "-")), str(a.get("driver", "-")),
+                     str(a.get("class", "-")), "yes" if d.shareable else "no", nodes,
+                     hardware))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["   ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)) + "   " + r[-1]
+             for r in rows]
+    out = "\n".join(line.rstrip() for line in lines) + "\n"
+    if len(rows) == 1:
+        out = "No devices to publish.\n"
+    if inv.overflow:
+        out += f"\n{len(inv.overflow)} more devices dropped past the cap of 128.\n"
+    return out
+
+
+# -- deliveries -------------------------------------------------------------------------------
+
+
+def cmd_deliveries(args: argparse.Namespace) -> int:
+    _, inv = _walk(args)
+    obj = {d.name: [n.to_json() for n in d.nodes] for d in inv.devices}
+    if args.output == "table":
+        for name, nodes in obj.items():
+            for n in nodes:
+                sys.stdout.write(f"{name}\t{n['path']}\t{n['type']} {n['major']}:{n['minor']}\n")
+    else:
+        sys.stdout.write(dump(obj, args.output))
+    return 0
+
+
+# -- explain ----------------------------------------------------------------------------------
+
+
+def explain_json(inv: Inventory) -> dict[str, Any]:
+    return {
+        "published": len(inv.devices),
+        "overflow": list(inv.overflow),
+        "facts": {"readable": inv.facts.readable, "error": inv.facts.error},
+        "hardware": [
+            {"path": o.path, "bus": o.bus, "address": o.address, "driver": o.driver,
+             "devices": list(o.devices), "reason": o.reason, "detail": o.detail}
+            for o in inv.outcomes
+        ],
+        "unclaimed": [
+            {"path": u.path, "address": u.address, **u.to_status()} for u in inv.unclaimed
+        ],
+    }
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    _, inv = _walk(args)
+    if args.output == "json":
+        sys.stdout.write(json.dumps(explain_json(inv), indent=2, ensure_ascii=False) + "\n")
+        return 0
+    out: list[str] = []
+    for o in sorted(inv.outcomes, key=lambda o: (o.reason is not None, o.bus, o.address)):
+        head = f"{o.bus} {o.address}" + (f" [{o.driver}]" if o.driver else " [no driver]")
+        if o.devices:
+            out.append(f"{head}: published as {', '.join(o.devices)}"
+                       + (f" ({o.detail})" if o.detail else ""))
+        else:
+            out.append(f"{head}: not published: {o.reason}" + (f" ({o.detail})" if o.detail
+                                                                 else ""))
+    if inv.unclaimed:
+        out.append("")
+        out.append("Unclaimed hardware:")
+        for u in inv.unclaimed:
+            out.append(f"  {u.message}")
+    if not inv.facts.readable:
+        out.append("")
+        out.append(f"Storage facts unreadable ({inv.facts.error}): no disk is offered.")
+    if inv.overflow:
+        out.append("")
+        out.append(f"{inv.total} devices found; {len(inv.overflow)} dropped past the cap of 128: "
+                   + ", ".join(inv.overflow))
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def report_text(node: str, inv: Inventory, declared: Sequence[str],
+                serio: Sequence[dict[str, Any]] = ()) -> str:
+    """A Machine manifest whose spec.modules lists, commented, what would drive the unclaimed."""
+    lines = [
+        "# Hardware report: the Machine for this node. Uncomment a module under spec.modules to",
+        "# have the node load it; the hardware it drives appears in the slice at the next walk.",
+        "apiVersion: liken.sh/v1alpha1",
+        "kind: Machine",
+        "metadata:",
+        f"  name: {json.dumps(node)}",
+        "spec:",
+        "  modules:",
+    ]
+    lines += [f"  - {json.dumps(m)}" for m in declared]
+    for u in inv.unclaimed:
+        label = " ".join(x for x in (u.bus, u.address) if x)
+        what = ", ".join(x for x in (u.name, u.class_) if x)
+        lines.append(f"  # {label}" + (f": {what}" if what else "")
+                     + (f" ({u.modalias})" if u.modalias else ""))
+        if u.candidates:
+            lines += [f"  # - {m}" for m in u.candidates if m not in declared]
+        else:
+            lines.append("  #   no module on this machine matches it")
+    if serio:
+        lines.append("  serio:")
+        for entry in serio:
+            lines.append("  - " + json.dumps(entry))
+    return "\n".join(lines) + "\n"
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    sources, inv = _walk(args)
+    spec = sources.machine()
+    serio = [{k: v for k, v in (("protocol", e.protocol), ("vendor", e.vendor),
+                                ("product", e.product), ("serial", e.serial)) if v is not None}
+             for e in spec.serio]
+    sys.stdout.write(report_text(node_from_args(args), inv, spec.modules, serio))
+    return 0
+
+
+# -- the parser -------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parent = common_parent()
+    parser = argparse.ArgumentParser(
+        prog="liken-devices",
+        description="The liken.sh DRA driver: reads sysfs, publishes the node's claimable "
+                    "hardware as the ResourceSlice <node>-liken.sh, and delivers /dev nodes to "
+                    "containers through CDI.",
+        epilog="Start with 'liken-devices scan -o table' to see what this machine offers, and "
+               "'liken-devices explain' for why the rest is left out.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("scan", parents=[parent], help="print this machine's ResourceSlice",
+                       description="Print the ResourceSlice <node>-liken.sh exactly as it would "
+                                   "be written to the API (no cluster needed).")
+    p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml")
+    p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("deliveries", parents=[parent],
+                       help="print the nodes a claim on each device receives",
+                       description="Print an object mapping each published device to the device "
+                                   "nodes a claim on it receives: {path, type, major, minor}.")
+    p.add_argument("-o", "--output", choices=("json", "yaml", "table"), default="json")
+    p.set_defaults(func=cmd_deliveries)
+
+    p = sub.add_parser("explain", parents=[parent],
+                       help="say what became of every piece of hardware, and why",
+                       description="List every considered piece of hardware with the devices it "
+                                   "became or the reason it did not, and the unclaimed hardware "
+                                   "with the modules that could drive it.")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("report", parents=[parent],
+                       help="print the hardware report: a Machine manifest for this node",
+                       description="Print a Machine manifest for this node whose spec.modules is "
+                                   "followed, for each piece of unclaimed hardware, by comment "
+                                   "lines naming it and the modules that would drive it.")
+    p.set_defaults(func=cmd_report)
+
+    for name in EXTENSIONS:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub, parent)
+    return parser
+
+
+def setup_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(getattr(args, "verbose", 0))
+    func: Handler = args.func
+    try:
+        return func(args)
+    except InputError as exc:
+        print(f"liken-devices: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

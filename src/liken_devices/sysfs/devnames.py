@@ -1,0 +1,25 @@
+"""The kernel's default /dev name for a device node, where no DEVNAME says it.
+
+Since 2.6.3x the kernel states each node's name in the device's ``uevent`` (DEVNAME). Older
+kernels, and recordings of them, give only ``dev`` (major:minor); the name then follows the
+class's ``devnode`` callback: ALSA under ``snd/``, evdev under ``input/``, DRM under ``dri/``,
+usbfs at ``bus/usb/BBB/DDD``, everything else the directory name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+_SUBDIR = {"sound": "snd", "input": "input", "drm": "dri", "usbmisc": "usb", "dvb": "dvb"}
+
+
+def default_devname(subsystem: str | None, name: str, props: Mapping[str, str],
+                    busnum: str | None = None, devnum: str | None = None) -> str | None:
+    if subsystem == "usb":
+        bus = busnum or props.get("BUSNUM")
+        dev = devnum or props.get("DEVNUM")
+        if bus and dev and bus.strip().isdigit() and dev.strip().isdigit():
+            return f"bus/usb/{int(bus):03d}/{int(dev):03d}"
+        return None
+    sub = _SUBDIR.get(subsystem or "")
+    return f"{sub}/{name}" if sub else name
