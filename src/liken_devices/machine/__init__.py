@@ -1,0 +1,28 @@
+"""The machine side: the kernel modules a Machine declares, and the serial lines it attaches.
+
+devices.txt, "Hardware that is not published": declaring a module in ``spec.modules`` is the one
+step that moves hardware from the unclaimed report into the slice, so the node loads it.
+"Serial-line adapters": a ``spec.serio`` entry attaches a USB-CEC adapter's tty to the kernel's
+serio layer, and the machine holds that attachment for the life of the boot.
+
+:class:`~.side.MachineSide` is the one object the agent embeds. This package's ``__init__``
+imports nothing heavy, because the serio line holder (:mod:`.holder`) runs as
+``python -m liken_devices.machine.holder`` and must start fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .side import MachineSide
+
+__all__ = ["MachineSide"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MachineSide":
+        from .side import MachineSide
+
+        return MachineSide
+    raise AttributeError(name)

@@ -1,0 +1,104 @@
+"""``liken-devices machine apply``: apply a Machine spec's modules and serial lines once, offline.
+
+Issue 6, item 3: the machine side works with and without a cluster. ``liken-devices run`` applies
+the Machine object after each walk; this command applies a ``--machine FILE`` once and prints the
+status fragment the agent would merge into the Machine's status. Because a serio attachment
+lasts only while a process holds the line (see :mod:`.holder`), the command stays in the
+foreground while it holds a line, and lets go on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+HELP = """\
+Apply the spec of --machine FILE to this machine once: load each module of spec.modules (with
+modprobe, and what it depends on), attach each spec.serio adapter's ttyACM* to the kernel's serio
+layer, and print the status fragment {modules, serio, conditions} that 'liken-devices run' merges
+into the Machine's status.
+
+A serio attachment lasts only while a process holds the line, so when at least one line is
+attached the command stays in the foreground and holds it. SIGTERM or SIGINT (Ctrl-C) releases
+every line and exits. If a held line ends on its own (the adapter was unplugged), the command
+walks again, prints the new status, and exits when it holds no line any more. It does not follow
+uevents: an adapter plugged in later is attached by 'liken-devices run', or by running this
+command again. Modules are never unloaded (removing one takes a reboot).
+
+--dry-run loads nothing and attaches nothing: modules show WouldLoad with 'modprobe -n -v' output,
+lines WouldAttach.
+
+Exit status: 0 when nothing failed (adapters that are absent are only Waiting), 1 when a module is
+Missing or Failed or a line Failed, 2 on bad input.
+"""
+
+
+def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
+    """Add ``machine apply`` to the ``liken-devices`` command (called by the lead's cli.py)."""
+    machine = subparsers.add_parser(
+        "machine", help="apply a Machine spec's modules and serial lines (offline)",
+        description="The machine side of the node agent, run offline.")
+    sub = machine.add_subparsers(dest="machine_command", metavar="COMMAND", required=True)
+    p = sub.add_parser("apply", parents=[common_parent],
+                       help="load spec.modules, attach spec.serio lines, print the status",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dry-run", action="store_true",
+                   help="decide and print, but load no module and attach no line")
+    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
+                   help="output format (default: yaml)")
+    p.set_defaults(func=cmd_apply)
+
+
+def failed(fragment: dict[str, Any]) -> bool:
+    return (any(r["state"] in ("Missing", "Failed") for r in fragment["modules"])
+            or any(r["state"] == "Failed" for r in fragment["serio"]))
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from ..cli import dump, sources_from_args
+    from ..inventory.context import default_modules_dir
+    from .modules import ModprobeLoader
+    from .side import MachineSide
+
+    sources = sources_from_args(args)
+    sources.check()
+    spec = sources.machine()
+    modules_dir = args.modules_dir or default_modules_dir()
+    wake = threading.Event()
+    side = MachineSide(modules_dir, ModprobeLoader(modules_dir, dry_run=args.dry_run),
+                       sys_root=args.sysfs, on_change=wake.set)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+        wake.set()
+
+    try:
+        fragment = side.apply(spec, sources.snapshot(), dry_run=args.dry_run)
+        sys.stdout.write(dump(fragment, args.output))
+        sys.stdout.flush()
+        if args.dry_run or not side.serio.held():
+            return 1 if failed(fragment) else 0
+        previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_signal),
+                    signal.SIGINT: signal.signal(signal.SIGINT, on_signal)}
+        try:
+            while side.serio.held():
+                wake.wait()
+                wake.clear()
+                if stop.is_set():
+                    break
+                # A held line ended on its own: walk again and say what the machine has now.
+                fragment = side.apply(spec, sources.snapshot())
+                sys.stdout.write(("---\n" if args.output == "yaml" else "")
+                                 + dump(fragment, args.output))
+                sys.stdout.flush()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return 1 if failed(fragment) else 0
+    finally:
+        side.close()

@@ -1,0 +1,414 @@
+"""Attaching the serial lines that ``spec.serio`` declares to the kernel's serio layer.
+
+devices.txt, "Serial-line adapters": a USB-CEC adapter's driver (pulse8_cec, rainshadow_cec)
+binds to a serio port that exists only while a program keeps the adapter's tty attached; on
+liken a ``spec.serio`` entry declares the attachment and the machine holds it for the life of
+the boot. decisions.md, "Machine": every ``ttyACM*`` whose USB device has the entry's vendor and
+product (and serial, when given) is attached.
+
+The steps, as inputattach takes them for ``--pulse8-cec`` and ``--rainshadow-cec`` (facts from
+linuxconsoletools and the kernel's uapi headers):
+
+1. open the tty read-write, without making it a controlling terminal, without waiting for
+   carrier (``O_RDWR | O_NOCTTY | O_NONBLOCK``);
+2. line settings: 9600 baud, 8 data bits, no parity, 1 stop bit (``CS8``), receiver on
+   (``CREAD``), modem lines ignored (``CLOCAL``), hang up on last close (``HUPCL``); input flags
+   ``IGNBRK | IGNPAR``; no output processing; no local modes (raw: no echo, no canonical
+   lines, no signals); ``VMIN = 1``, ``VTIME = 0``; applied at once (``TCSANOW``);
+3. ``ioctl(TIOCSETD, N_MOUSE)``: the serio line discipline (``N_MOUSE`` = 2, linux/tty.h;
+   ``TIOCSETD`` = 0x5423, asm-generic/ioctls.h);
+4. ``ioctl(SPIOCSTYPE, &type)``: which serio protocol the port speaks, so the right driver binds
+   (``SPIOCSTYPE = _IOW('q', 0x01, unsigned long)``, linux/serio.h; the argument points at an
+   ``unsigned long`` whose low byte is the protocol: ``SERIO_PULSE8_CEC`` = 0x40,
+   ``SERIO_RAINSHADOW_CEC`` = 0x41);
+5. a blocked ``read()`` on the line keeps the serio port registered (see :mod:`.holder`).
+
+The agent holds the descriptor and a holder process reads; both let go when the entry is
+removed or the adapter leaves (its tty disappears from the walk). A failure (this kernel may
+have no serport line discipline at all) is a Failed state with the kernel's error, and is not
+retried until something changes: the adapter is plugged in again (a new USB device number) or
+``spec.serio`` changes.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import struct
+import subprocess
+import sys
+import termios
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ..inventory.model import SerioEntry
+from ..sysfs.model import Snapshot, SysDevice
+
+log = logging.getLogger(__name__)
+
+# "WouldAttach" appears only in a dry run's preview.
+SerioStateName = Literal["Attached", "Waiting", "Failed", "WouldAttach"]
+
+# linux/tty.h, asm-generic/ioctls.h (x86, arm64, riscv share these numbers).
+N_TTY = 0
+N_MOUSE = 2
+TIOCSETD = 0x5423
+TIOCEXCL = 0x540C
+
+
+def _iow(kind: str, nr: int, size: int) -> int:
+    """The kernel's _IOW(type, nr, size): write (1) << 30 | size << 16 | type << 8 | nr."""
+    return (1 << 30) | (size << 16) | (ord(kind) << 8) | nr
+
+
+ULONG = "L"  # C unsigned long, native size
+SPIOCSTYPE = _iow("q", 0x01, struct.calcsize(ULONG))  # 0x40087101 on 64-bit
+SERIO_PULSE8_CEC = 0x40
+SERIO_RAINSHADOW_CEC = 0x41
+SERIO_TYPES = {"pulse8-cec": SERIO_PULSE8_CEC, "rainshadow-cec": SERIO_RAINSHADOW_CEC}
+BAUD = {"pulse8-cec": termios.B9600, "rainshadow-cec": termios.B9600}
+HOLDER_MODULE = "liken_devices.machine.holder"
+RELEASE_TIMEOUT = 5.0
+
+
+def line_settings(current: list[Any], protocol: str) -> list[Any]:
+    """The termios attributes the protocol needs (step 2 above), from the line's current ones."""
+    speed = BAUD[protocol]
+    cc = list(current[6])
+    cc[termios.VMIN] = 1
+    cc[termios.VTIME] = 0
+    iflag = termios.IGNBRK | termios.IGNPAR
+    oflag = 0
+    cflag = termios.CS8 | termios.CREAD | termios.CLOCAL | termios.HUPCL | speed
+    lflag = 0
+    return [iflag, oflag, cflag, lflag, speed, speed, cc]
+
+
+class Holder(Protocol):
+    """A running reader that keeps one attachment's serio port registered."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+    def release(self) -> None: ...
+
+    def exit_message(self) -> str: ...
+
+
+class LineOps:
+    """The system calls the attachment makes. Tests subclass it to record (and delegate)."""
+
+    def open(self, path: str) -> int:
+        return os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def rdev(self, fd: int) -> int:
+        return os.fstat(fd).st_rdev
+
+    def tcgetattr(self, fd: int) -> list[Any]:
+        return termios.tcgetattr(fd)
+
+    def tcsetattr(self, fd: int, when: int, attrs: list[Any]) -> None:
+        termios.tcsetattr(fd, when, attrs)
+
+    def set_blocking(self, fd: int) -> None:
+        os.set_blocking(fd, True)
+
+    def ioctl(self, fd: int, request: int, arg: bytes) -> None:
+        fcntl.ioctl(fd, request, arg)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def spawn_holder(self, fd: int) -> Holder:
+        return ProcessHolder.start(fd)
+
+
+class ProcessHolder:
+    """:mod:`.holder` run as a child process, with a lifeline pipe the agent keeps open."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], lifeline: int) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self._lifeline: int | None = lifeline
+        self._message: str | None = None
+
+    @staticmethod
+    def start(fd: int) -> ProcessHolder:
+        life_r, life_w = os.pipe()  # both O_CLOEXEC: no other child inherits the write end
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", HOLDER_MODULE, str(fd), str(life_r)],
+                pass_fds=(fd, life_r), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, start_new_session=True)
+        except BaseException:
+            os.close(life_w)
+            raise
+        finally:
+            os.close(life_r)
+        return ProcessHolder(proc, life_w)
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def wait(self) -> int:
+        return self.proc.wait()
+
+    def release(self) -> None:
+        """End the attachment: close the lifeline; kill the reader if it does not go."""
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
+        try:
+            self.proc.wait(RELEASE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.exit_message()
+
+    def exit_message(self) -> str:
+        if self._message is None:
+            if self.proc.poll() is None:
+                return ""
+            err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+            if self.proc.stderr:
+                self.proc.stderr.close()
+            self._message = " ".join(err.split()) or f"holder exited with {self.proc.returncode}"
+        return self._message
+
+
+@dataclass(frozen=True, slots=True)
+class Adapter:
+    """A tty that matches an entry, as the walk saw it."""
+
+    tty: str  # kernel name, "ttyACM0"
+    tty_path: str  # sysfs path of the tty device
+    devnode: str  # "/dev/ttyACM0"
+    rdev: int | None  # the tty's device numbers, to check that the opened file is this tty
+    generation: tuple[str, ...]  # changes when the adapter is plugged in again
+
+
+def _hexid(dev: SysDevice, attr: str, index: int) -> str | None:
+    value = dev.attr(attr)
+    if value:
+        return value.lower().zfill(4)
+    # The uevent's PRODUCT=vendor/product/bcdDevice, in hex without leading zeros.
+    product = dev.props.get("PRODUCT", "").split("/")
+    if len(product) == 3 and product[index]:
+        return product[index].lower().zfill(4)
+    return None
+
+
+def find_adapters(entry: SerioEntry, snapshot: Snapshot, dev_root: Path) -> list[Adapter]:
+    """Every ``ttyACM*`` under a USB interface whose USB device matches the entry's IDs."""
+    found: list[Adapter] = []
+    for dev in sorted(snapshot.devices.values(), key=lambda d: d.path):
+        if dev.subsystem != "tty" or not dev.name.startswith("ttyACM"):
+            continue
+        usb: SysDevice | None = None
+        for path in dev.ancestors():
+            parent = snapshot.get(path)
+            if parent is not None and parent.devtype == "usb_device":
+                usb = parent
+                break
+        if usb is None:
+            continue
+        if (_hexid(usb, "idVendor", 0), _hexid(usb, "idProduct", 1)) != (entry.vendor,
+                                                                          entry.product):
+            continue
+        if entry.serial is not None and usb.attr("serial") != entry.serial:
+            continue
+        node = dev.node
+        devnode = str(dev_root / (node.name if node else dev.name))
+        rdev = os.makedev(node.major, node.minor) if node else None
+        generation = (dev.path, str(rdev), usb.attr("busnum") or usb.props.get("BUSNUM", ""),
+                      usb.attr("devnum") or usb.props.get("DEVNUM", ""))
+        found.append(Adapter(dev.name, dev.path, devnode, rdev, generation))
+    return found
+
+
+@dataclass
+class _Line:
+    """One attachment the node made or tried."""
+
+    entry: SerioEntry
+    adapter: Adapter
+    state: SerioStateName
+    message: str
+    fd: int | None = None
+    holder: Holder | None = None
+    releasing: bool = False
+
+
+def _errtext(exc: OSError) -> str:
+    return f"[Errno {exc.errno}] {exc.strerror or os.strerror(exc.errno or 0)}"
+
+
+class SerioManager:
+    """Keeps the attachments in line with ``spec.serio`` and what the walk sees."""
+
+    def __init__(self, ops: LineOps | None = None, *, dev_root: Path = Path("/dev"),
+                 on_change: Callable[[], None] | None = None) -> None:
+        self.ops = ops or LineOps()
+        self.dev_root = dev_root
+        self.on_change = on_change
+        self._lines: dict[tuple[SerioEntry, str], _Line] = {}
+        self._entries: tuple[SerioEntry, ...] = ()
+        self._lock = threading.RLock()
+        self.attach_calls = 0  # how many attachments were attempted
+
+    def apply(self, entries: Iterable[SerioEntry], snapshot: Snapshot,
+              *, dry_run: bool = False) -> list[dict[str, str]]:
+        entries = tuple(dict.fromkeys(entries))
+        with self._lock:
+            if entries != self._entries:
+                # A spec change is a reason to try again (issue 6): forget remembered failures.
+                for key, old in list(self._lines.items()):
+                    if old.fd is None:
+                        del self._lines[key]
+                self._entries = entries
+            wanted: dict[tuple[SerioEntry, str], Adapter] = {}
+            for entry in entries:
+                for adapter in find_adapters(entry, snapshot, self.dev_root):
+                    wanted[(entry, adapter.tty_path)] = adapter
+            for key, held in list(self._lines.items()):
+                seen = wanted.get(key)
+                if seen is None or seen.generation != held.adapter.generation:
+                    self._release(held)  # removed from the spec, unplugged, or plugged in again
+                    del self._lines[key]
+            rows: list[dict[str, str]] = []
+            for entry in entries:
+                keys = [k for k in wanted if k[0] == entry]
+                if not keys:
+                    rows.append(_row(entry, None, "Waiting", self._absent(entry)))
+                for key in keys:
+                    line = self._lines.get(key)
+                    if line is None:
+                        if dry_run:
+                            rows.append(_row(entry, wanted[key].tty, "WouldAttach",
+                                             f"dry run: would attach /dev/{wanted[key].tty} "
+                                             f"as {entry.protocol}"))
+                            continue
+                        line = self._attach(entry, wanted[key])
+                        self._lines[key] = line
+                    self._check(line)
+                    rows.append(_row(entry, line.adapter.tty, line.state, line.message))
+            return rows
+
+    def close(self) -> None:
+        """Release every held line (the agent is stopping)."""
+        with self._lock:
+            for line in self._lines.values():
+                self._release(line)
+            self._lines.clear()
+
+    def held(self) -> list[str]:
+        with self._lock:
+            return [ln.adapter.tty for ln in self._lines.values() if ln.state == "Attached"]
+
+    @staticmethod
+    def _absent(entry: SerioEntry) -> str:
+        serial = f" with serial {entry.serial}" if entry.serial is not None else ""
+        return (f"no ttyACM* of a USB device {entry.vendor}:{entry.product}{serial} is present; "
+                "attached when the adapter is plugged in")
+
+    def _attach(self, entry: SerioEntry, adapter: Adapter) -> _Line:
+        self.attach_calls += 1
+        ops = self.ops
+        path = adapter.devnode
+        step = f"open {path}"
+        fd: int | None = None
+        try:
+            fd = ops.open(path)
+            if adapter.rdev is not None and ops.rdev(fd) != adapter.rdev:
+                raise OSError(errno.ENODEV, "the file is no longer the tty the walk saw")
+            step = "configure the line (tcsetattr)"
+            ops.tcsetattr(fd, termios.TCSANOW, line_settings(ops.tcgetattr(fd), entry.protocol))
+            ops.set_blocking(fd)
+            step = "TIOCEXCL"
+            # No other open of the tty while it is attached (CAP_SYS_ADMIN excepted): a second
+            # writer or a new line discipline would end the attachment (devices.txt).
+            ops.ioctl(fd, TIOCEXCL, b"")
+            step = "switch to the serio line discipline (TIOCSETD N_MOUSE)"
+            ops.ioctl(fd, TIOCSETD, struct.pack("i", N_MOUSE))
+            step = f"set the serio type (SPIOCSTYPE {SERIO_TYPES[entry.protocol]:#04x})"
+            ops.ioctl(fd, SPIOCSTYPE, struct.pack(ULONG, SERIO_TYPES[entry.protocol]))
+            step = "start the line holder"
+            holder = ops.spawn_holder(fd)
+        except OSError as exc:
+            if fd is not None:
+                self._close_fd(fd)
+            hint = ""
+            if "TIOCSETD" in step and exc.errno == errno.EINVAL:
+                hint = (" (this kernel has no serio line discipline: serport, "
+                        "CONFIG_SERIO_SERPORT)")
+            message = (f"{step} on {path} failed: {_errtext(exc)}{hint}; tried again when the "
+                       "adapter is plugged in again or spec.serio changes")
+            log.warning("serio %s %s: %s", entry.protocol, adapter.tty, message)
+            return _Line(entry, adapter, "Failed", message)
+        line = _Line(entry, adapter, "Attached",
+                     f"holding /dev/{adapter.tty} on the serio line discipline as "
+                     f"{entry.protocol} (holder pid {holder.pid})", fd, holder)
+        log.info("serio %s: attached %s", entry.protocol, adapter.tty)
+        if self.on_change is not None:
+            threading.Thread(target=self._watch, args=(line,), daemon=True,
+                             name=f"serio-{adapter.tty}").start()
+        return line
+
+    def _watch(self, line: _Line) -> None:
+        """Tell the agent when a holder ends on its own (an unplug hangs the line up)."""
+        assert line.holder is not None
+        line.holder.wait()
+        if not line.releasing and self.on_change is not None:
+            self.on_change()
+
+    def _check(self, line: _Line) -> None:
+        """An attachment whose holder ended is Failed until the adapter comes back."""
+        if line.holder is None or line.holder.poll() is None:
+            return
+        reason = line.holder.exit_message()
+        line.holder = None
+        if line.fd is not None:
+            self._close_fd(line.fd)
+            line.fd = None
+        line.state = "Failed"
+        line.message = (f"the attachment of /dev/{line.adapter.tty} ended: {reason}; tried again "
+                        "when the adapter is plugged in again or spec.serio changes")
+        log.warning("serio %s: %s", line.adapter.tty, line.message)
+
+    def _release(self, line: _Line) -> None:
+        line.releasing = True
+        if line.holder is not None:
+            line.holder.release()
+            line.holder = None
+        if line.fd is not None:
+            # The last close of the tty returns it to N_TTY (the kernel frees its line
+            # discipline with the tty); nothing else to undo.
+            self._close_fd(line.fd)
+            line.fd = None
+        log.info("serio %s: released %s", line.entry.protocol, line.adapter.tty)
+
+    def _close_fd(self, fd: int) -> None:
+        try:
+            self.ops.close(fd)
+        except OSError as exc:
+            log.info("closing a serial line: %s", exc)
+
+
+def _row(entry: SerioEntry, tty: str | None, state: SerioStateName,
+         message: str) -> dict[str, str]:
+    row = {"protocol": entry.protocol, "vendor": entry.vendor, "product": entry.product}
+    if entry.serial is not None:
+        row["serial"] = entry.serial
+    if tty is not None:
+        row["tty"] = tty
+    row["state"] = state
+    row["message"] = message
+    return row

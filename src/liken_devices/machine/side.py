@@ -1,0 +1,117 @@
+"""The one object the node agent embeds for the Machine's own work: modules and serial lines.
+
+Issue 6: ``liken-devices run`` applies the Machine object's spec after every walk (a walk follows
+every relevant uevent, so a replug and a spec change arrive through the same path), and an
+offline ``--machine FILE`` run applies the file's spec. :meth:`MachineSide.apply` returns the
+status fragment the agent merges into the Machine's status::
+
+    {"modules": [{name, state, message}],
+     "serio": [{protocol, vendor, product, serial?, tty?, state, message}],
+     "conditions": [ModulesLoaded, SerioAttached]}
+
+Each condition is ``{type, status: "True"|"False", reason, message}``; the agent adds
+``lastTransitionTime`` when it writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..inventory.model import MachineSpec
+from ..sysfs.model import Snapshot
+from .modules import Loader, ModprobeLoader, ModuleManager, ModuleStatus
+from .serio import LineOps, SerioManager
+
+MODULES_LOADED = "ModulesLoaded"
+SERIO_ATTACHED = "SerioAttached"
+
+
+def _condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, str]:
+    return {"type": type_, "status": "True" if ok else "False", "reason": reason,
+            "message": message}
+
+
+def modules_condition(rows: list[ModuleStatus]) -> dict[str, str]:
+    """True when every declared module is Loaded or Builtin (issue 6)."""
+    declared = [r for r in rows if r.declared]
+    if not declared:
+        return _condition(MODULES_LOADED, True, "NoneDeclared", "spec.modules declares no module")
+    failed = [r.name for r in declared if r.state == "Failed"]
+    missing = [r.name for r in declared if r.state == "Missing"]
+    if failed or missing:
+        parts = []
+        if failed:
+            parts.append(f"failed to load: {', '.join(failed)}")
+        if missing:
+            parts.append(f"not carried by this machine: {', '.join(missing)}")
+        return _condition(MODULES_LOADED, False, "LoadFailed" if failed else "ModulesMissing",
+                          "; ".join(parts))
+    would = [r.name for r in declared if r.state == "WouldLoad"]
+    if would:
+        return _condition(MODULES_LOADED, False, "DryRun",
+                          f"dry run: would load {', '.join(would)}")
+    return _condition(MODULES_LOADED, True, "AllLoaded",
+                      f"all {len(declared)} declared modules are loaded or built in")
+
+
+def serio_condition(rows: list[dict[str, str]], declared: int) -> dict[str, str]:
+    """True when every ``spec.serio`` entry has its adapter's line attached."""
+    if declared == 0:
+        return _condition(SERIO_ATTACHED, True, "NoneDeclared", "spec.serio declares no line")
+    failed = [r for r in rows if r["state"] == "Failed"]
+    waiting = [r for r in rows if r["state"] == "Waiting"]
+
+    def label(r: dict[str, str]) -> str:
+        return f"{r['protocol']} {r['vendor']}:{r['product']}" + (
+            f" ({r['tty']})" if "tty" in r else "")
+
+    if failed:
+        return _condition(SERIO_ATTACHED, False, "AttachFailed",
+                          "; ".join(f"{label(r)}: {r['message']}" for r in failed))
+    if waiting:
+        return _condition(SERIO_ATTACHED, False, "AdapterAbsent",
+                          "; ".join(f"{label(r)}: {r['message']}" for r in waiting))
+    if any(r["state"] != "Attached" for r in rows):
+        return _condition(SERIO_ATTACHED, False, "DryRun", "dry run: no line was attached")
+    return _condition(SERIO_ATTACHED, True, "AllAttached",
+                      f"{len(rows)} serial line(s) attached to serio")
+
+
+class MachineSide:
+    """Loads ``spec.modules`` and holds ``spec.serio`` lines; reports both.
+
+    ``loader`` loads one module and its dependencies (default: the real ``modprobe``);
+    ``serio_opener`` makes the serial line's system calls (default: the real ones). ``on_change``
+    is called (from another thread) when a held line ends on its own, so the agent can walk and
+    report it without waiting for the next uevent.
+    """
+
+    def __init__(self, modules_dir: Path, loader: Loader | None = None,
+                 serio_opener: LineOps | None = None, *, sys_root: Path = Path("/sys"),
+                 proc_root: Path = Path("/proc"), dev_root: Path = Path("/dev"),
+                 on_change: Callable[[], None] | None = None) -> None:
+        self.modules = ModuleManager(modules_dir, loader or ModprobeLoader(modules_dir),
+                                     sys_root=sys_root, proc_root=proc_root)
+        self.serio = SerioManager(serio_opener, dev_root=dev_root, on_change=on_change)
+
+    def apply(self, spec: MachineSpec, snapshot: Snapshot, *, dry_run: bool = False
+              ) -> dict[str, Any]:
+        """Bring the machine in line with ``spec``; return the status fragment.
+
+        ``dry_run`` (the CLI's preview) decides without attaching any line; a dry run's module
+        loading is the loader's business (``ModprobeLoader(dry_run=True)`` loads nothing).
+        """
+        module_rows = self.modules.apply(spec.modules, dry_run=dry_run)
+        serio_rows = self.serio.apply(spec.serio, snapshot, dry_run=dry_run)
+        return {
+            "modules": [r.to_status() for r in module_rows],
+            "serio": serio_rows,
+            "conditions": [modules_condition(module_rows),
+                           serio_condition(serio_rows, len(spec.serio))],
+        }
+
+    def close(self) -> None:
+        """Release every held serial line."""
+        self.serio.close()
