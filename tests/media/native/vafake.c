@@ -20,6 +20,8 @@
  *   hang <vaFunction> [seconds]             sleep in that call (forever without seconds)
  *   fail <vaFunction> [status]              return status (default OPERATION_FAILED)
  *   crash <vaFunction>                      abort() in that call
+ *   say <text>                              printf the text on stdout at init, as chatty
+ *                                           drivers do
  * <vaFunction> is vaInitialize (the driver's init), vaTerminate, vaQueryConfigProfiles,
  * vaQueryConfigEntrypoints, vaGetConfigAttributes, vaCreateConfig, vaDestroyConfig or
  * vaQuerySurfaceAttributes.
@@ -60,6 +62,7 @@ static struct fault faults[MAX_FAULTS];
 static int nfaults;
 static struct config configs[MAX_CONFIGS];
 static char vendor[512] = "vafake test driver";
+static char say[512];
 
 static const struct { const char *name; unsigned int value; } rt_names[] = {
     {"YUV420", VA_RT_FORMAT_YUV420}, {"YUV422", VA_RT_FORMAT_YUV422},
@@ -156,6 +159,10 @@ static int load_caps(const char *path)
             continue;
         if (strncmp(s, "vendor ", 7) == 0) {
             snprintf(vendor, sizeof(vendor), "%s", s + 7);
+            continue;
+        }
+        if (strncmp(s, "say ", 4) == 0) {
+            snprintf(say, sizeof(say), "%s", s + 4);
             continue;
         }
         char *save = NULL;
@@ -502,6 +509,10 @@ VAStatus __vaDriverInit_1_0(VADriverContextP ctx)
     char path[PATH_MAX + 16];
     if (caps_path(ctx, path, sizeof(path)) || load_caps(path))
         return VA_STATUS_ERROR_OPERATION_FAILED;
+    if (say[0]) {
+        printf("%s\n", say);
+        fflush(stdout);
+    }
     FAULT("vaInitialize");
 
     struct VADriverVTable *vt = ctx->vtable;

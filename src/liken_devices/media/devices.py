@@ -1,0 +1,124 @@
+"""The media.liken.sh devices: one per liken.sh render node, and the slice that holds them.
+
+render-node-capabilities.txt, "Attributes": every device has all eighteen booleans, plus
+``resource.kubernetes.io/pciBusID`` (the pairing attribute), ``vaDriver`` (the vendor string cut
+to 64 characters, absent when the query failed), and ``address``, ``driver``, ``vendor``,
+``product``, ``name`` with the same values as the liken.sh render node. The device is named like
+the render node, delivers no device node and can be allocated by any number of claims at once;
+it lives in the ResourceSlice ``<node>-media.liken.sh``. The render nodes come from liken's own
+inventory (``Sources.walk()``), so the agent sees exactly the GPUs liken publishes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..inventory.model import Inventory, PublishedDevice
+from .capabilities import capability_flags, log_line
+from .probe import DEFAULT_TIMEOUT, ProbeResult, probe_nodes
+
+log = logging.getLogger("liken_devices.media")
+
+DRIVER = "media.liken.sh"
+PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
+# Copied from the liken.sh render node, so `kubectl get resourceslice` shows which GPU a device
+# is about (seed, "Attributes"); an attribute the render node lacks stays absent.
+COPIED = ("address", "driver", "vendor", "product", "name", PCI_BUS_ID)
+MAX_STRING_BYTES = 64  # DeviceAttribute string values (dra-api.md section 2; decisions.md)
+
+
+def cut_string(text: str, limit: int = MAX_STRING_BYTES) -> str:
+    """Printable text of at most ``limit`` UTF-8 bytes, cut at a character boundary."""
+    clean = "".join(c if c.isprintable() else "\ufffd" for c in text.strip())
+    return clean.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+
+
+def render_devices(inventory: Inventory) -> list[PublishedDevice]:
+    """The liken.sh render nodes of this walk, by name."""
+    return sorted((d for d in inventory.devices if d.is_render), key=lambda d: d.name)
+
+
+def render_node_path(device: PublishedDevice, dev_root: Path = Path("/dev")) -> str | None:
+    """Where the render node of a liken.sh render device is opened (``<dev>/dri/renderDN``)."""
+    for node in device.nodes:
+        if node.name.startswith("dri/renderD"):
+            return str(dev_root / node.name)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class MediaDevice:
+    """One media.liken.sh device: the render device it is about and its driver's answer."""
+
+    render: PublishedDevice
+    node: str  # the render node path that was queried
+    result: ProbeResult
+
+    @property
+    def name(self) -> str:
+        return self.render.name
+
+    @property
+    def flags(self) -> dict[str, bool]:
+        return capability_flags(self.result.raw)
+
+    @property
+    def log_line(self) -> str:
+        return log_line(self.name, self.node, self.result.raw, self.result.error)
+
+    def attributes(self) -> dict[str, str | bool]:
+        attrs: dict[str, str | bool] = dict(self.flags)
+        raw = self.result.raw
+        if raw is not None:
+            vendor = cut_string(raw.vendor)
+            if vendor:  # an attribute is absent, never empty (decisions.md, "Attributes")
+                attrs["vaDriver"] = vendor
+        for key in COPIED:
+            value = self.render.attributes.get(key)
+            if isinstance(value, str) and value:
+                attrs[key] = value
+        return attrs
+
+    def to_api(self) -> dict[str, Any]:
+        """The device in resource.k8s.io/v1 form."""
+        attributes: dict[str, dict[str, Any]] = {}
+        for key, value in self.attributes().items():
+            attributes[key] = {"bool": value} if isinstance(value, bool) else {"string": value}
+        # No device node: the render node comes from liken through the claim's other request.
+        return {"name": self.name, "attributes": attributes, "allowMultipleAllocations": True}
+
+
+def query_devices(renders: Iterable[PublishedDevice], dev_root: Path = Path("/dev"),
+                  timeout: float = DEFAULT_TIMEOUT, env: Mapping[str, str] | None = None,
+                  command: Sequence[str] | None = None) -> list[MediaDevice]:
+    """Ask every render node's driver at once and log one line per render node."""
+    renders = list(renders)
+    paths = {d.name: render_node_path(d, dev_root) for d in renders}
+    results = probe_nodes([p for p in paths.values() if p], timeout, env, command)
+    out: list[MediaDevice] = []
+    for d in renders:
+        path = paths[d.name]
+        if path is None:
+            result = ProbeResult("", None, "the render device has no render node")
+        else:
+            result = results[path]
+        media = MediaDevice(d, path or "-", result)
+        log.info("%s", media.log_line)
+        if result.error and result.stderr.strip():
+            log.debug("%s: driver output: %s", d.name, result.stderr.strip()[-1000:])
+        out.append(media)
+    return out
+
+
+def build_slice(node: str, devices: Sequence[MediaDevice], generation: int = 0) -> dict[str, Any]:
+    """The ResourceSlice ``<node>-media.liken.sh``, checked with the project's validator."""
+    from ..slices import ensure_valid, make_slice
+
+    obj = make_slice(node, DRIVER, [d.to_api() for d in sorted(devices, key=lambda m: m.name)],
+                     generation)
+    ensure_valid(obj)
+    return obj

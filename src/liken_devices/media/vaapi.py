@@ -1,0 +1,242 @@
+"""The capability queries, through the real libva with ctypes (loaded only in the child process).
+
+render-node-capabilities.txt, "Where the values come from": the agent opens the render node with
+libva and sends the queries vainfo sends (vaQueryConfigProfiles, vaQueryConfigEntrypoints), plus
+vaGetConfigAttributes(RTFormat) for each pair and, for VAProfileNone/VideoProc, vaCreateConfig +
+vaQuerySurfaceAttributes for the pixel formats. The call sequence follows vainfo's
+(reference/libva.md section 2). Importing this module loads libva.so.2 and libva-drm.so.2, so
+only :mod:`.probe`'s child imports it; a driver that hangs or crashes then takes down only that
+child (libva.md 3.4).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    Union,
+    byref,
+    c_char_p,
+    c_float,
+    c_int,
+    c_int32,
+    c_uint,
+    c_uint32,
+    c_void_p,
+    sizeof,
+)
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import va
+
+
+class VAConfigAttrib(Structure):
+    _fields_ = (("type", c_int), ("value", c_uint32))
+
+
+class _GenericValueUnion(Union):
+    _fields_ = (("i", c_int32), ("f", c_float), ("p", c_void_p), ("fn", c_void_p))
+
+
+class VAGenericValue(Structure):
+    _fields_ = (("type", c_int), ("value", _GenericValueUnion))
+
+
+class VASurfaceAttrib(Structure):
+    _fields_ = (("type", c_int), ("flags", c_uint32), ("value", VAGenericValue))
+
+
+# The layouts of va.h on LP64 (x86_64, aarch64), as libva.md section 1 measured them: a wrong
+# layout would read garbage silently, so refuse to run instead.
+assert sizeof(VAConfigAttrib) == 8 and VAConfigAttrib.value.offset == 4
+assert sizeof(VAGenericValue) == 16 and VAGenericValue.value.offset == 8
+assert sizeof(VASurfaceAttrib) == 24 and VASurfaceAttrib.value.offset == 8
+
+MessageCallback = CFUNCTYPE(None, c_void_p, c_char_p)
+
+
+class QueryError(Exception):
+    """A libva call failed; the message names the call and libva's error text."""
+
+    def __init__(self, text: str, messages: list[str] | None = None) -> None:
+        super().__init__(text)
+        self.messages = list(messages or [])
+
+
+def _load() -> tuple[ctypes.CDLL, ctypes.CDLL]:
+    # The sonames: the unversioned libva.so exists only with libva-dev (libva.md section 2).
+    libva = ctypes.CDLL("libva.so.2")
+    libva_drm = ctypes.CDLL("libva-drm.so.2")
+    dpy = c_void_p
+    sigs: dict[str, tuple[Any, list[Any]]] = {
+        "vaErrorStr": (c_char_p, [c_int]),
+        "vaSetErrorCallback": (c_void_p, [dpy, MessageCallback, c_void_p]),
+        "vaSetInfoCallback": (c_void_p, [dpy, MessageCallback, c_void_p]),
+        "vaInitialize": (c_int, [dpy, POINTER(c_int), POINTER(c_int)]),
+        "vaTerminate": (c_int, [dpy]),
+        "vaQueryVendorString": (c_char_p, [dpy]),
+        "vaMaxNumProfiles": (c_int, [dpy]),
+        "vaMaxNumEntrypoints": (c_int, [dpy]),
+        "vaQueryConfigProfiles": (c_int, [dpy, POINTER(c_int), POINTER(c_int)]),
+        "vaQueryConfigEntrypoints": (c_int, [dpy, c_int, POINTER(c_int), POINTER(c_int)]),
+        "vaGetConfigAttributes": (c_int, [dpy, c_int, c_int, POINTER(VAConfigAttrib), c_int]),
+        "vaCreateConfig": (c_int, [dpy, c_int, c_int, POINTER(VAConfigAttrib), c_int,
+                                   POINTER(c_uint)]),
+        "vaDestroyConfig": (c_int, [dpy, c_uint]),
+        "vaQuerySurfaceAttributes": (c_int, [dpy, c_uint, POINTER(VASurfaceAttrib),
+                                             POINTER(c_uint)]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        fn = getattr(libva, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    libva_drm.vaGetDisplayDRM.restype = c_void_p
+    libva_drm.vaGetDisplayDRM.argtypes = [c_int]
+    return libva, libva_drm
+
+
+@dataclass
+class Answer:
+    """The raw answer for one node, in the JSON form the child prints."""
+
+    vendor: str = ""
+    pairs: list[tuple[int, int, int | None]] = field(default_factory=list)
+    vpp_formats: list[int] | None = None
+    messages: list[str] = field(default_factory=list)
+    version: tuple[int, int] = (0, 0)
+
+
+class Session:
+    """One open display on one render node."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.libva, self.libva_drm = _load()
+        self.messages: list[str] = []
+        self.errors: list[str] = []
+        # Keep the callbacks referenced while libva may call them (libva.md section 2).
+        self._on_error = MessageCallback(self._error)
+        self._on_info = MessageCallback(self._info)
+        self.fd = -1
+        self.dpy: int | None = None
+
+    def _error(self, _ctx: int | None, message: bytes | None) -> None:
+        text = _text(message)
+        self.messages.append("error: " + text)
+        self.errors.append(text)
+
+    def _info(self, _ctx: int | None, message: bytes | None) -> None:
+        self.messages.append("info: " + _text(message))
+
+    def fail(self, call: str, status: int) -> QueryError:
+        # VA_STATUS_ERROR_UNKNOWN (0xFFFFFFFF) arrives as -1 through c_int: mask it.
+        code = status & 0xFFFFFFFF
+        text = _text(self.libva.vaErrorStr(status))
+        detail = f"{call} failed: {text} (0x{code:x})"
+        # libva's own words help most: its error lines, else its last line ("va_openDriver()
+        # returns -1" when the driver file is missing).
+        said = self.errors[-2:] or [m.split(": ", 1)[-1] for m in self.messages[-1:]]
+        if said:
+            detail += "; libva: " + " / ".join(said)
+        return QueryError(detail)
+
+    def check(self, call: str, status: int) -> None:
+        if status != va.VA_STATUS_SUCCESS:
+            raise self.fail(call, status)
+
+    def query(self) -> Answer:
+        try:
+            self.fd = os.open(self.node, os.O_RDWR | os.O_CLOEXEC)
+        except OSError as exc:
+            raise QueryError(f"cannot open {self.node}: {exc.strerror or exc}") from exc
+        dpy = self.libva_drm.vaGetDisplayDRM(self.fd)
+        if not dpy:
+            raise QueryError(f"vaGetDisplayDRM: {self.node} is not a DRM device libva accepts")
+        self.libva.vaSetErrorCallback(dpy, self._on_error, None)
+        self.libva.vaSetInfoCallback(dpy, self._on_info, None)
+        major, minor = c_int(0), c_int(0)
+        self.check("vaInitialize", self.libva.vaInitialize(dpy, byref(major), byref(minor)))
+        self.dpy = dpy
+        answer = Answer(version=(major.value, minor.value))
+        answer.vendor = _text(self.libva.vaQueryVendorString(dpy))
+
+        max_profiles = max(int(self.libva.vaMaxNumProfiles(dpy)), 1)
+        profiles = (c_int * max_profiles)()
+        count = c_int(0)
+        self.check("vaQueryConfigProfiles",
+                   self.libva.vaQueryConfigProfiles(dpy, profiles, byref(count)))
+        max_entrypoints = max(int(self.libva.vaMaxNumEntrypoints(dpy)), 1)
+        for profile in list(profiles)[: min(count.value, max_profiles)]:
+            entrypoints = (c_int * max_entrypoints)()
+            n = c_int(0)
+            status = self.libva.vaQueryConfigEntrypoints(dpy, profile, entrypoints, byref(n))
+            if status == va.VA_STATUS_ERROR_UNSUPPORTED_PROFILE:
+                continue  # listed but not usable: vainfo skips it too
+            self.check("vaQueryConfigEntrypoints", status)
+            for entrypoint in list(entrypoints)[: min(n.value, max_entrypoints)]:
+                attrib = VAConfigAttrib(va.VAConfigAttribRTFormat, 0)
+                self.check("vaGetConfigAttributes",
+                           self.libva.vaGetConfigAttributes(dpy, profile, entrypoint,
+                                                            byref(attrib), 1))
+                answer.pairs.append((int(profile), int(entrypoint), int(attrib.value)))
+        if (va.VAProfileNone, va.VAEntrypointVideoProc) in {(p, e) for p, e, _ in answer.pairs}:
+            answer.vpp_formats = self.video_processor_formats(dpy)
+        answer.messages = self.messages
+        return answer
+
+    def video_processor_formats(self, dpy: int) -> list[int]:
+        """The pixel formats a VAProfileNone/VideoProc config accepts (vaQuerySurfaceAttributes)."""
+        config = c_uint(0xFFFFFFFF)  # VA_INVALID_ID
+        self.check("vaCreateConfig",
+                   self.libva.vaCreateConfig(dpy, va.VAProfileNone, va.VAEntrypointVideoProc,
+                                             None, 0, byref(config)))
+        try:
+            # A NULL list gets an upper bound; the second call writes back the real count
+            # (libva.md section 2). A driver may still ask for more: grow once more then.
+            n = c_uint(0)
+            self.check("vaQuerySurfaceAttributes",
+                       self.libva.vaQuerySurfaceAttributes(dpy, config, None, byref(n)))
+            for _ in range(2):
+                size = max(n.value, 1)
+                attribs = (VASurfaceAttrib * size)()
+                n = c_uint(size)
+                status = self.libva.vaQuerySurfaceAttributes(dpy, config, attribs, byref(n))
+                if status == va.VA_STATUS_ERROR_MAX_NUM_EXCEEDED and n.value > size:
+                    continue
+                self.check("vaQuerySurfaceAttributes", status)
+                formats: list[int] = []
+                for a in list(attribs)[: min(n.value, size)]:
+                    if (a.type == va.VASurfaceAttribPixelFormat
+                            and a.value.type == va.VAGenericValueTypeInteger):
+                        formats.append(a.value.value.i & 0xFFFFFFFF)
+                return formats
+            raise QueryError("vaQuerySurfaceAttributes: the driver keeps asking for more room")
+        finally:
+            self.check("vaDestroyConfig", self.libva.vaDestroyConfig(dpy, config))
+
+    def close(self) -> None:
+        if self.dpy is not None:
+            self.libva.vaTerminate(self.dpy)
+            self.dpy = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def query_node(node: str) -> Answer:
+    """Ask the driver of ``node`` everything the table needs; QueryError when a call fails."""
+    session = Session(node)
+    try:
+        return session.query()
+    except QueryError as exc:
+        raise QueryError(str(exc), session.messages) from exc
+    finally:
+        session.close()
+
+
+def _text(raw: bytes | None) -> str:
+    return "" if raw is None else raw.decode("utf-8", errors="replace").rstrip("\n")
