@@ -1,0 +1,191 @@
+"""``liken-media scan``: the inventory's render nodes, asked through libva, as a validated slice.
+
+The render nodes come from a real sysfs tree (tests/support/sysfs_builder.py) walked by the
+inventory; their /dev is a directory of fake nodes answered by the fake VA driver.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from liken_devices.media.capabilities import NAMES
+from liken_devices.media.cli import main
+from liken_devices.slices import validate_slice
+from tests.support.sysfs_builder import SysfsBuilder
+
+from .conftest import CAPS, FakeGPUs
+
+
+class Machine:
+    """A sysfs tree with GPUs, and the options that point ``liken-media scan`` at it."""
+
+    def __init__(self, root: Path, gpus: FakeGPUs) -> None:
+        self.root = root
+        self.sys = SysfsBuilder(root / "sys")
+        self.gpus = gpus
+        for d in ("facts", "modules", "hwdata"):
+            (root / d).mkdir()
+        (root / "hwdata" / "pci.ids").write_text(
+            "8086  Intel Corporation\n\t56a0  DG2 [Arc A770]\n"
+            "1002  Advanced Micro Devices, Inc. [AMD/ATI]\n\t73bf  Navi 21 [Radeon RX 6800]\n")
+
+    def gpu(self, address: str, render: int, caps: str | Path, *, driver: str = "i915",
+            vendor: str = "8086", device: str = "56a0") -> None:
+        self.sys.gpu(address, card=render - 128, render=render, driver=driver, vendor=vendor,
+                     device=device)
+        self.gpus.add(render, caps)
+
+    def args(self, *extra: str) -> list[str]:
+        r = self.root
+        return ["scan", "--sysfs", str(r / "sys"), "--facts", str(r / "facts"), "--modules-dir",
+                str(r / "modules"), "--hwdata-dir", str(r / "hwdata"), "--dev",
+                str(self.gpus.dev), "--node", "node-a", *extra]
+
+
+@pytest.fixture
+def machine(tmp_path: Path, fake_env: FakeGPUs) -> Machine:
+    return Machine(tmp_path / "m", fake_env)
+
+
+def scan(machine: Machine, *extra: str) -> dict[str, Any]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(machine.args(*extra)) == 0
+    obj: dict[str, Any] = yaml.safe_load(out.getvalue())
+    assert validate_slice(obj) == []
+    return obj
+
+
+def attrs(device: dict[str, Any]) -> dict[str, Any]:
+    return {k: next(iter(v.values())) for k, v in device["attributes"].items()}
+
+
+def test_one_gpu(machine: Machine, caplog: pytest.LogCaptureFixture) -> None:
+    machine.gpu("0000:03:00.0", 128, CAPS / "intel-dg2-ihd.txt")
+    caplog.set_level("INFO", logger="liken_devices.media")
+    obj = scan(machine)
+    assert obj["metadata"]["name"] == "node-a-media.liken.sh"
+    assert obj["spec"]["driver"] == "media.liken.sh"
+    assert obj["spec"]["nodeName"] == "node-a"
+    [dev] = obj["spec"]["devices"]
+    assert dev["name"] == "pci-0000-03-00-0"  # the liken.sh render node's name
+    assert dev["allowMultipleAllocations"] is True
+    assert set(dev) == {"name", "attributes", "allowMultipleAllocations"}  # no device node
+    a = attrs(dev)
+    assert a["vaDriver"] == "Intel iHD driver for Intel(R) Gen Graphics - 25.3.4 ()"
+    assert a["resource.kubernetes.io/pciBusID"] == "0000:03:00.0"
+    assert (a["address"], a["driver"], a["vendor"], a["product"], a["name"]) == (
+        "0000:03:00.0", "i915", "8086", "56a0", "Intel Corporation DG2 [Arc A770]")
+    assert all(isinstance(a[n], bool) for n in NAMES)
+    assert a["encodeH264LowPower"] is True and a["encodeH264"] is False
+    assert len(a) == 18 + 7
+    node = str(machine.gpus.dev / "dri/renderD128")
+    line = (f"capabilities: pci-0000-03-00-0 ({node}, Intel iHD driver for Intel(R) Gen Graphics"
+            " - 25.3.4 ()): decodeH264=true decodeHEVCMain=true decodeHEVCMain10=true"
+            " decodeAV1Main=true decodeAV1Main10=true decodeVP9=true decodeVP9Profile2=true"
+            " decodeVP8=false decodeVC1=false decodeMPEG2=true encodeH264=false"
+            " encodeHEVCMain=false encodeHEVCMain10=false encodeH264LowPower=true"
+            " encodeHEVCMainLowPower=true encodeHEVCMain10LowPower=true scale8bit=true"
+            " scale10bit=true")
+    assert caplog.messages == [line]
+
+
+def test_same_attributes_as_the_render_node(machine: Machine) -> None:
+    machine.gpu("0000:03:00.0", 128, CAPS / "amd-rdna2-mesa.txt", driver="amdgpu",
+                vendor="1002", device="73bf")
+    from liken_devices.inventory import Sources
+
+    r = machine.root
+    inv = Sources(sysfs=r / "sys", facts=r / "facts", modules_dir=r / "modules",
+                  hwdata_dir=r / "hwdata").walk()
+    render = inv.by_name()["pci-0000-03-00-0"]
+    a = attrs(scan(machine)["spec"]["devices"][0])
+    for key in ("address", "driver", "vendor", "product", "name",
+                "resource.kubernetes.io/pciBusID"):
+        assert a[key] == render.attributes[key]
+
+
+def test_four_gpus_one_hanging(machine: Machine, caplog: pytest.LogCaptureFixture) -> None:
+    machine.gpu("0000:00:02.0", 128, CAPS / "intel-dg2-ihd.txt")
+    machine.gpu("0000:03:00.0", 129, CAPS / "amd-rdna2-mesa.txt", driver="amdgpu",
+                vendor="1002", device="73bf")
+    machine.gpu("0000:04:00.0", 130, "vendor hung\nVAProfileH264High VAEntrypointVLD\n"
+                                     "hang vaQueryConfigProfiles\n")
+    machine.gpu("0000:05:00.0", 131, CAPS / "no-video-processor.txt")
+    caplog.set_level("INFO", logger="liken_devices.media")
+    obj = scan(machine, "--timeout", "2", "-o", "json")
+    devices = {d["name"]: attrs(d) for d in obj["spec"]["devices"]}
+    assert sorted(devices) == ["pci-0000-00-02-0", "pci-0000-03-00-0", "pci-0000-04-00-0",
+                               "pci-0000-05-00-0"]
+    hung = devices["pci-0000-04-00-0"]
+    assert "vaDriver" not in hung
+    assert [hung[n] for n in NAMES] == [False] * 18
+    assert hung["resource.kubernetes.io/pciBusID"] == "0000:04:00.0"
+    assert devices["pci-0000-03-00-0"]["decodeAV1Main10"] is True
+    assert devices["pci-0000-05-00-0"]["scale8bit"] is False
+    node = machine.gpus.dev / "dri/renderD130"
+    assert f"capabilities: pci-0000-04-00-0 ({node}): timed out after 2 s" in caplog.messages
+    assert len(caplog.messages) == 4
+
+
+def test_crash_publishes_all_false(machine: Machine, caplog: pytest.LogCaptureFixture) -> None:
+    machine.gpu("0000:00:02.0", 128, (CAPS / "intel-dg2-ihd.txt").read_text()
+                + "crash vaQuerySurfaceAttributes\n")
+    caplog.set_level("INFO", logger="liken_devices.media")
+    a = attrs(scan(machine)["spec"]["devices"][0])
+    assert [a[n] for n in NAMES] == [False] * 18 and "vaDriver" not in a
+    assert caplog.messages[0].endswith("): crashed: signal 6")
+
+
+def test_no_render_node_prints_an_empty_slice(machine: Machine) -> None:
+    machine.sys.gpu("0000:00:02.0", render=None)  # a card node only: no render node
+    obj = scan(machine)
+    assert obj["spec"]["devices"] == []
+    assert obj["metadata"]["name"] == "node-a-media.liken.sh"
+
+
+def test_absent_node_in_dev(machine: Machine, caplog: pytest.LogCaptureFixture) -> None:
+    # sysfs has the render node, /dev does not (no GPU passed to the pod): the query fails.
+    machine.sys.gpu("0000:00:02.0")
+    caplog.set_level("INFO", logger="liken_devices.media")
+    a = attrs(scan(machine)["spec"]["devices"][0])
+    assert not any(a[n] for n in NAMES)
+    assert caplog.messages[0].endswith("renderD128: No such file or directory")
+
+
+def test_long_vendor_string_is_cut(machine: Machine) -> None:
+    vendor = "Intel iHD driver for Intel(R) Gen Graphics – " + "é" * 40
+    machine.gpu("0000:00:02.0", 128, f"vendor {vendor}\nVAProfileH264High VAEntrypointVLD\n")
+    a = attrs(scan(machine)["spec"]["devices"][0])
+    cut = a["vaDriver"]
+    assert len(cut.encode()) <= 64 and vendor.startswith(cut)
+    assert len(cut.encode()) >= 63  # cut at a character boundary, not earlier
+
+
+def test_bad_sysfs_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan", "--sysfs", str(tmp_path / "nowhere")]) == 2
+    assert "has no devices/ directory" in capsys.readouterr().err
+
+
+def test_console_script(machine: Machine) -> None:
+    # The installed `liken-media` entry point, as an operator runs it.
+    machine.gpu("0000:00:02.0", 128, CAPS / "amd-polaris-mesa.txt")
+    exe = shutil.which("liken-media") or str(Path(sys.executable).parent / "liken-media")
+    proc = subprocess.run([exe, *machine.args("-o", "json")], capture_output=True, text=True,
+                          env=machine.gpus.env, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    assert validate_slice(obj) == []
+    assert attrs(obj["spec"]["devices"][0])["encodeH264"] is True
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("capabilities: ")]
+    assert len(lines) == 1 and lines[0].startswith("capabilities: pci-0000-00-02-0 (")
