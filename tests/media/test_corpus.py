@@ -1,0 +1,119 @@
+"""Replays of real capability lists (/work/shared/vainfo/) through the fake driver.
+
+Skipped when that folder is absent (the suite must pass without it). The expected flags were
+worked out by hand from the seed's table for each file. For plain dumps, which carry no RT
+formats and no video processor formats, the fake driver's documented defaults apply: AV1
+Profile0 states 8 and 10 bit, and the video processor follows the vendor (iHD: NV12 plus P010;
+otherwise NV12/P010 from its RT format).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from liken_devices.media.capabilities import capability_flags
+from liken_devices.media.probe import probe_node
+
+from .conftest import VAINFO_DIR, FakeGPUs
+from .vainfo_dump import PartialDump, caps_from_vainfo, is_caps_file
+
+DECODE_ALL = {"decodeH264", "decodeHEVCMain", "decodeHEVCMain10", "decodeVP9",
+              "decodeVP9Profile2"}
+AV1 = {"decodeAV1Main", "decodeAV1Main10"}
+ENC = {"encodeH264", "encodeHEVCMain", "encodeHEVCMain10"}
+ENC_LP = {"encodeH264LowPower", "encodeHEVCMainLowPower", "encodeHEVCMain10LowPower"}
+SCALE = {"scale8bit", "scale10bit"}
+
+EXPECTED: dict[str, set[str]] = {
+    "amd-rdna2-rx6750xt-navi22-mesa-23.1.2.txt":
+        DECODE_ALL | AV1 | {"decodeVC1", "decodeMPEG2"} | ENC | SCALE,
+    "intel-byt-baytrail-i965-2.4.1.txt":
+        {"decodeH264", "decodeVC1", "decodeMPEG2", "encodeH264", "scale8bit"},
+    "nvidia-nvdec-driver-direct-backend-libva-2.22.txt":
+        DECODE_ALL | {"decodeVP8", "decodeVC1", "decodeMPEG2"},
+    "nvidia-nvdec-driver-egl-backend-av1-libva-2.22.txt":
+        {"decodeH264", "decodeHEVCMain", "decodeHEVCMain10", "decodeVP8", "decodeVC1",
+         "decodeMPEG2"} | AV1,
+    "vaapi-fits/vaapifits-ADL.txt":
+        DECODE_ALL | AV1 | {"decodeVC1", "decodeMPEG2"} | ENC | ENC_LP | SCALE,
+    "vaapi-fits/vaapifits-BMG.txt":
+        DECODE_ALL | AV1 | {"decodeVP8", "decodeMPEG2"} | ENC | SCALE,
+    "vaapi-fits/vaapifits-ICL.txt":
+        DECODE_ALL | {"decodeVP8", "decodeVC1", "decodeMPEG2"} | ENC | ENC_LP | SCALE,
+    "vaapi-fits/vaapifits-KBL.txt":
+        DECODE_ALL | {"decodeVP8", "decodeVC1", "decodeMPEG2"} | ENC | {"encodeH264LowPower"}
+        | SCALE,
+    "vaapi-fits/vaapifits-MTL.txt":
+        DECODE_ALL | AV1 | {"decodeVP8", "decodeMPEG2"} | ENC | SCALE,
+    "vaapi-fits/vaapifits-PTL.txt":
+        DECODE_ALL | AV1 | {"decodeVP8", "decodeMPEG2"} | ENC | SCALE,
+}
+# Facts the plain dump lacks: i965 lists P010 for its video processor only on Gen9 and later
+# (HAS_VPP_P010 in the i965 driver), so Bay Trail (Gen7) accepts NV12 but not P010.
+EXTRA = {"intel-byt-baytrail-i965-2.4.1.txt": "vpp NV12 I420 YV12 YUY2 UYVY RGBA BGRA\n"}
+
+needs_corpus = pytest.mark.skipif(not VAINFO_DIR.is_dir(),
+                                  reason=f"{VAINFO_DIR} is absent (reference data)")
+
+
+@needs_corpus
+def test_every_complete_file_has_an_expectation() -> None:
+    # SOURCES.md: the complete captures are the top-level files, and vaapi-fits/ holds derived
+    # tables; partial/ must not be replayed.
+    found = {str(p.relative_to(VAINFO_DIR)) for p in VAINFO_DIR.glob("*.txt")}
+    found |= {str(p.relative_to(VAINFO_DIR)) for p in VAINFO_DIR.glob("vaapi-fits/*.txt")}
+    assert found == set(EXPECTED)
+
+
+@needs_corpus
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_replay(gpus: FakeGPUs, name: str) -> None:
+    text = (VAINFO_DIR / name).read_text()
+    caps = text if is_caps_file(text) else caps_from_vainfo(text)
+    node = gpus.add(128, caps + EXTRA.get(name, ""))
+    result = probe_node(node, 5.0, gpus.env)
+    assert result.error is None, (result.error, result.stderr)
+    assert {k for k, v in capability_flags(result.raw).items() if v} == EXPECTED[name]
+    if not is_caps_file(text):
+        # The vendor string is the dump's "Driver version:" text.
+        assert result.raw is not None and result.raw.vendor in text
+
+
+@needs_corpus
+def test_partial_dumps_are_refused() -> None:
+    partial = sorted((VAINFO_DIR / "partial").glob("*.PARTIAL.txt"))
+    assert partial
+    refused = 0
+    for p in partial:
+        text = p.read_text()
+        if "# PARTIAL" in text:
+            with pytest.raises(PartialDump):
+                caps_from_vainfo(text)
+            refused += 1
+    assert refused >= len(partial) - 1  # the Raptor Lake file is cut at its start instead
+
+
+def test_all_dump_gives_rt_formats() -> None:
+    # The `vainfo --all` layout: a pair header, then attribute lines, RT formats continuing.
+    text = """vainfo: Driver version: Example 1.0
+VAProfileAV1Profile0/VAEntrypointVLD
+    VAConfigAttribRTFormat                 : VA_RT_FORMAT_YUV420
+                                             VA_RT_FORMAT_YUV420_10
+    VAConfigAttribMaxPictureWidth          : 8192
+VAProfileH264High/VAEntrypointEncSlice
+    VAConfigAttribRTFormat                 : VA_RT_FORMAT_YUV420
+    VAConfigAttribEncPackedHeaders         : VA_ENC_PACKED_HEADER_SEQUENCE
+                                             VA_ENC_PACKED_HEADER_PICTURE
+"""
+    assert caps_from_vainfo(text) == (
+        "vendor Example 1.0\n"
+        "VAProfileAV1Profile0 VAEntrypointVLD VA_RT_FORMAT_YUV420 VA_RT_FORMAT_YUV420_10\n"
+        "VAProfileH264High VAEntrypointEncSlice VA_RT_FORMAT_YUV420\n")
+
+
+def test_all_dump_replays_8bit_only_av1(gpus: FakeGPUs) -> None:
+    text = ("vainfo: Driver version: Example 1.0\nVAProfileAV1Profile0/VAEntrypointVLD\n"
+            "    VAConfigAttribRTFormat                 : VA_RT_FORMAT_YUV420\n")
+    result = probe_node(gpus.add(128, caps_from_vainfo(text)), 5.0, gpus.env)
+    flags = capability_flags(result.raw)
+    assert flags["decodeAV1Main"] and not flags["decodeAV1Main10"]
