@@ -1,0 +1,186 @@
+"""End to end with a real CDI consumer: podman 4.3 (runc) injects what the plugin prepared.
+
+The fixture sysfs tree's device nodes are real nodes of this machine (/dev/tty5 = 4:5,
+/dev/loop1 = 7:1), the inventory is the real one (``Sources.walk`` over the tree), the claims come
+from the fake API, the test kubelet prepares them over the real sockets, and podman runs a
+container with the CDI IDs the plugin returned (reference/runtime.md §1; setup.d/30-podman.sh).
+Specs go to /var/run/cdi, the only dynamic directory podman 4.3 reads; each test removes its own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from liken_devices.inventory import Sources
+from liken_devices.plugin import Plugin
+from tests.support.fakeapi import FakeApiServer
+from tests.support.sysfs_builder import SysfsBuilder
+
+from .conftest import new_claim
+from .kubelet import TestKubelet
+
+IMAGE = "localhost/liken-bbox:latest"
+CDI_DIR = Path("/var/run/cdi")
+
+pytestmark = [pytest.mark.root]
+
+
+def _podman_ready() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    if shutil.which("podman") is None:
+        return "podman is not installed (setup.d/30-podman.sh)"
+    if subprocess.run(["podman", "image", "exists", IMAGE]).returncode != 0:
+        return f"image {IMAGE} missing (setup.d/30-podman.sh)"
+    for node, want in (("/dev/tty5", (4, 5)), ("/dev/loop1", (7, 1))):
+        try:
+            st = os.stat(node)
+        except FileNotFoundError:
+            return f"{node} does not exist on this machine"
+        if (os.major(st.st_rdev), os.minor(st.st_rdev)) != want:
+            return f"{node} is not {want}"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _need_podman() -> None:
+    reason = _podman_ready()
+    if reason:
+        pytest.skip(reason)
+
+
+def podman(*ids: str, cmd: str) -> subprocess.CompletedProcess[str]:
+    args = ["podman", "run", "--rm", "--network", "none"]
+    for i in ids:
+        args += ["--device", i]
+    return subprocess.run([*args, IMAGE, "sh", "-c", cmd], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+
+
+class Machine:
+    """A fixture machine: a serial card whose tty is /dev/tty5, a disk that is /dev/loop1."""
+
+    def __init__(self, root: Path) -> None:
+        self.b = SysfsBuilder(root / "sys")
+        self.facts = root / "facts"
+        (self.facts / "storage").mkdir(parents=True)
+        for d in ("mods", "hw"):
+            (root / d).mkdir()
+        self.sources = Sources(sysfs=root / "sys", facts=self.facts, modules_dir=root / "mods",
+                               hwdata_dir=root / "hw")
+        self.plug_serial()
+        sata = self.b.pci("0000:00:17.0", driver="ahci", cls=0x010601)
+        self.b.node(sata, "block", "loop1", 7, 1, block=True,
+                    subdir="host0/target0:0:0/0:0:0:0/block")
+
+    def plug_serial(self) -> None:
+        self.serial = self.b.pci("0000:00:1e.0", driver="exar_serial", cls=0x070002)
+        self.b.node(self.serial, "tty", "tty5", 4, 5, subdir="tty")
+
+    def unplug_serial(self) -> None:
+        self.b.remove(self.serial)
+
+    def storage_role_on(self, partition: str) -> None:
+        (self.facts / "storage" / "root").mkdir(exist_ok=True)
+        (self.facts / "storage" / "root" / "device").write_text(partition + "\n")
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> Machine:
+    return Machine(tmp_path)
+
+
+@pytest.fixture
+def e2e(make_plugin: Any, machine: Machine) -> Iterator[tuple[Plugin, TestKubelet]]:
+    p = make_plugin(walk=machine.sources.walk, cdi_dir=CDI_DIR, sweep_orphans=False,
+                    sysfs=machine.sources.sysfs)
+    k = TestKubelet(p.config.registration_socket)
+    k.register()
+    before = set(os.listdir(CDI_DIR)) if CDI_DIR.exists() else set()
+    try:
+        yield p, k
+    finally:
+        k.close()
+        for uid in list(p.prepared()):
+            (CDI_DIR / f"liken.sh-{uid}.json").unlink(missing_ok=True)
+        leaked = (set(os.listdir(CDI_DIR)) if CDI_DIR.exists() else set()) - before
+        for name in leaked:
+            if name.startswith("liken.sh-") and any(u in name for u in p.prepared()):
+                (CDI_DIR / name).unlink(missing_ok=True)
+
+
+STAT = "stat -c '%n %F %t:%T' /dev/tty5 /dev/loop1 2>&1"
+
+
+def test_container_gets_the_nodes_then_fails_while_absent(api: FakeApiServer, machine: Machine,
+                                                          e2e: tuple[Plugin, TestKubelet]) -> None:
+    plugin, kubelet = e2e
+    claim = new_claim(api, [], results=[{"request": "serial", "device": "pci-0000-00-1e-0"},
+                                        {"request": "disk", "device": "pci-0000-00-17-0"}])
+    uid = claim[1]
+    ans = kubelet.prepare([claim])[uid]
+    assert ans.error == ""
+    ids = [i for d in ans.devices for i in d["cdi"]]
+    assert sorted(ids) == [f"liken.sh/device={uid}-pci-0000-00-17-0",
+                           f"liken.sh/device={uid}-pci-0000-00-1e-0"]
+    try:
+        r = podman(*ids, cmd=STAT)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split("\n")[:2] == ["/dev/tty5 character special file 4:5",
+                                            "/dev/loop1 block special file 7:1"]
+        # Exactly the claimed nodes: the container has no other tty or loop device.
+        r = podman(*ids, cmd="ls /dev")
+        names = set(r.stdout.split())
+        assert {"tty5", "loop1"} <= names
+        assert not {"tty6", "loop0", "loop2"} & names
+
+        # Unplugged: after the reconcile pass the container cannot start.
+        machine.unplug_serial()
+        assert plugin.reconcile(machine.sources.walk()) == [uid]
+        r = podman(*ids, cmd="true")
+        assert r.returncode != 0
+        assert "/dev/.liken.sh-absent/pci-0000-00-1e-0/tty5" in r.stderr
+        # The disk alone (another device of the same spec) still works.
+        assert podman(f"liken.sh/device={uid}-pci-0000-00-17-0", cmd="true").returncode == 0
+
+        # Back in the same slot: the next pass writes the nodes back; the container starts.
+        machine.plug_serial()
+        assert plugin.reconcile(machine.sources.walk()) == [uid]
+        r = podman(*ids, cmd=STAT)
+        assert r.returncode == 0, r.stderr
+    finally:
+        assert kubelet.unprepare([claim]) == {uid: ""}
+    assert not (CDI_DIR / f"liken.sh-{uid}.json").exists()
+    r = podman(*ids, cmd="true")
+    assert r.returncode != 0 and "unresolvable CDI devices" in r.stderr
+
+
+def test_disk_that_becomes_a_storage_role(api: FakeApiServer, machine: Machine,
+                                          e2e: tuple[Plugin, TestKubelet]) -> None:
+    plugin, kubelet = e2e
+    held = new_claim(api, ["pci-0000-00-17-0"])
+    assert kubelet.prepare([held])[held[1]].error == ""
+    disk_id = f"liken.sh/device={held[1]}-pci-0000-00-17-0"
+    try:
+        assert podman(disk_id, cmd="test -b /dev/loop1").returncode == 0
+        # Init now says loop1 backs a role: the disk belongs to the machine.
+        machine.storage_role_on("loop1")
+        # A new claim allocated from the older slice is refused (the recheck at prepare) ...
+        late = new_claim(api, ["pci-0000-00-17-0"])
+        out = kubelet.prepare([late])[late[1]]
+        assert "not offered" in out.error
+        assert not (CDI_DIR / f"liken.sh-{late[1]}.json").exists()
+        # ... and the claim that holds it cannot start its next container.
+        plugin.reconcile(machine.sources.walk())
+        r = podman(disk_id, cmd="true")
+        assert r.returncode != 0 and "failed to stat CDI host device" in r.stderr
+    finally:
+        assert kubelet.unprepare([held]) == {held[1]: ""}
+    assert not (CDI_DIR / f"liken.sh-{held[1]}.json").exists()
