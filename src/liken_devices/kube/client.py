@@ -1,0 +1,138 @@
+"""The Kubernetes client the node agent talks through, and the resources it names.
+
+The agent runs in a DaemonSet pod (in-cluster: the service account's token and the API
+server's address from the environment) or, for tests and offline use, against a kubeconfig.
+lightkube is the client (pyproject); every object is handled as a plain dict through its
+generic resources, so what we send is exactly the API's JSON (dra-api.md §1) and what the
+server stored can be compared with it field by field (§6.6, dropped fields).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+FIELD_MANAGER = "liken-devices"
+# In-cluster: the kubelet mounts the token here and sets these variables in every pod.
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+class NoClusterConfig(Exception):
+    """Neither a kubeconfig nor an in-cluster service account is available."""
+
+
+def in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and \
+        (SERVICE_ACCOUNT_DIR / "token").exists()
+
+
+def cluster_available(kubeconfig: Path | None) -> bool:
+    """Whether :func:`make_client` can build a client (a kubeconfig given or in a pod)."""
+    return kubeconfig is not None or in_cluster() or bool(os.environ.get("KUBECONFIG"))
+
+
+def make_client(kubeconfig: Path | None = None, timeout: float = 10.0) -> Any:
+    """A lightkube ``Client`` from ``kubeconfig``, else the in-cluster config, else $KUBECONFIG.
+
+    ``timeout`` bounds every request except watches (a slow API server must not hang a walk).
+    """
+    import httpx2
+    from lightkube import Client, KubeConfig
+
+    if kubeconfig is not None:
+        config = KubeConfig.from_file(kubeconfig)
+    elif in_cluster():
+        config = KubeConfig.from_service_account()
+    elif os.environ.get("KUBECONFIG"):
+        config = KubeConfig.from_env()
+    else:
+        raise NoClusterConfig("no kubeconfig given and not running in a pod")
+    return Client(config, field_manager=FIELD_MANAGER, timeout=httpx2.Timeout(timeout),
+                  trust_env=False)
+
+
+def _resource(namespaced: bool, group: str, version: str, kind: str, plural: str) -> Any:
+    from lightkube.core import resource_registry as registry_mod
+    from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+
+    make = create_namespaced_resource if namespaced else create_global_resource
+    try:
+        return make(group, version, kind, plural)
+    except ValueError:
+        # Someone registered this kind with other verbs first; use theirs.
+        api = f"{group}/{version}" if group else version
+        return registry_mod.resource_registry.get(api, kind)
+
+
+class Resources:
+    """The generic (dict-valued) lightkube resources for the kinds the agent reads and writes."""
+
+    _cache: dict[str, Any] = {}  # noqa: RUF012 - a process-wide registry of classes
+
+    @classmethod
+    def slice(cls) -> Any:
+        return cls._get("slice", False, "resource.k8s.io", "v1", "ResourceSlice", "resourceslices")
+
+    @classmethod
+    def node(cls) -> Any:
+        return cls._get("node", False, "", "v1", "Node", "nodes")
+
+    @classmethod
+    def machine(cls) -> Any:
+        return cls._get("machine", False, "liken.sh", "v1alpha1", "Machine", "machines")
+
+    @classmethod
+    def claim(cls) -> Any:
+        return cls._get("claim", True, "resource.k8s.io", "v1", "ResourceClaim", "resourceclaims")
+
+    @classmethod
+    def _get(cls, key: str, namespaced: bool, group: str, version: str, kind: str,
+             plural: str) -> Any:
+        if key not in cls._cache:
+            cls._cache[key] = _resource(namespaced, group, version, kind, plural)
+        return cls._cache[key]
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    """A generic resource (a dict subclass) or a lightkube model as a plain dict."""
+    if isinstance(obj, dict):
+        return dict(obj)
+    to_dict = getattr(obj, "to_dict", None)
+    if to_dict is not None:
+        return dict(to_dict())
+    raise TypeError(f"cannot read {type(obj).__name__} as a dict")
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The HTTP status of a lightkube ``ApiError`` (None for connection errors and others)."""
+    status = getattr(exc, "status", None)
+    code = getattr(status, "code", None)
+    if isinstance(code, int):
+        return code
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds from a 429/503 answer's Retry-After header, when it has one."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a log: the API's message or the connection error."""
+    status = getattr(exc, "status", None)
+    message = getattr(status, "message", None)
+    code = error_code(exc)
+    if message:
+        return f"{code} {message}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

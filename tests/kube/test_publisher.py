@@ -1,0 +1,271 @@
+"""SlicePublisher against the loopback API server: it writes only changes, survives outages,
+conflicts and throttling, recreates a deleted slice, and notices a server that drops
+allowMultipleAllocations (issue 4, "Publishing")."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from liken_devices.kube import GATE_MESSAGE, ObjectWatch, Resources, SlicePublisher, make_client
+from tests.support.fakeapi import FakeApiServer
+
+NODE = "node-a"
+
+
+def render(name: str = "pci-0000-00-02-0") -> dict[str, Any]:
+    return {"name": name, "allowMultipleAllocations": True,
+            "attributes": {"bus": {"string": "pci"}, "renderNode": {"bool": True}}}
+
+
+def plain(name: str) -> dict[str, Any]:
+    return {"name": name, "attributes": {"bus": {"string": "usb"}}}
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    server = FakeApiServer().start()
+    server.add_node(NODE, uid="uid-node-a")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def client(api: FakeApiServer, tmp_path: Path) -> Iterator[Any]:
+    c = make_client(api.write_kubeconfig(tmp_path / "kubeconfig"), timeout=2.0)
+    yield c
+    c.close()
+
+
+def stored(api: FakeApiServer) -> dict[str, Any]:
+    obj = api.get_object("resourceslices", f"{NODE}-liken.sh")
+    assert obj is not None
+    return obj
+
+
+def test_publishes_owned_slice_and_writes_only_changes(api: FakeApiServer, client: Any,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="liken_devices.kube")
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([plain("usb-1-2-1-0"), render()])
+    assert pub.sync()
+    obj = stored(api)
+    assert obj["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "uid-node-a",
+         "controller": True}]
+    assert obj["spec"]["nodeName"] == NODE and obj["spec"]["pool"]["name"] == NODE
+    assert obj["spec"]["pool"]["generation"] == 1
+    assert [d["name"] for d in obj["spec"]["devices"]] == ["pci-0000-00-02-0", "usb-1-2-1-0"]
+    assert "published ResourceSlice node-a-liken.sh: 2 devices, generation 1" in caplog.text
+    rv = obj["metadata"]["resourceVersion"]
+    writes_before = [r for r in api.requests if r[0] == "PATCH"]
+    # Same devices again (in another order): nothing is written.
+    pub.set_devices([render(), plain("usb-1-2-1-0")])
+    assert pub.sync()
+    assert stored(api)["metadata"]["resourceVersion"] == rv
+    assert [r for r in api.requests if r[0] == "PATCH"] == writes_before
+    # A change raises the pool generation.
+    pub.set_devices([render()])
+    assert pub.sync()
+    assert stored(api)["spec"]["pool"]["generation"] == 2
+    assert [d["name"] for d in stored(api)["spec"]["devices"]] == ["pci-0000-00-02-0"]
+    assert pub.writes == 2
+
+
+def test_a_new_publisher_adopts_the_stored_generation(api: FakeApiServer, client: Any) -> None:
+    first = SlicePublisher(client, NODE)
+    first.set_devices([render()])
+    first.sync()
+    first.set_devices([render(), plain("usb-1-1-1-0")])
+    first.sync()
+    assert stored(api)["spec"]["pool"]["generation"] == 2
+    again = SlicePublisher(client, NODE)  # the agent restarted
+    again.set_devices([render(), plain("usb-1-1-1-0")])
+    assert again.sync() and again.writes == 0 and again.generation == 2
+    again.set_devices([render()])
+    again.sync()
+    assert stored(api)["spec"]["pool"]["generation"] == 3
+
+
+def test_recreates_a_deleted_slice(api: FakeApiServer, client: Any) -> None:
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    pub.sync()
+    events: list[str] = []
+
+    def on_event(kind: str, obj: dict[str, Any] | None) -> None:
+        events.append(kind)
+        pub.observe(kind, obj)
+
+    watch = ObjectWatch(lambda: client, Resources.slice(),
+                        {"spec.nodeName": NODE, "spec.driver": "liken.sh"}, on_event, "slices")
+    watch.start()
+    try:
+        assert watch.connected.wait(5)
+        assert api.kubelet_restart_wipe(NODE) == 1
+        api.wait_for(lambda: "DELETED" in events)
+        assert not pub.converged
+        assert pub.sync()
+        obj = stored(api)
+        assert obj["spec"]["pool"]["generation"] == 2
+        assert obj["spec"]["devices"][0]["name"] == "pci-0000-00-02-0"
+    finally:
+        watch.stop()
+
+
+def test_someone_elses_edit_is_undone(api: FakeApiServer, client: Any) -> None:
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    pub.sync()
+    edited = stored(api)
+    edited["spec"]["devices"].append(plain("usb-9-9-1-0"))
+    edited = api.put_object("resourceslices", edited)
+    assert pub.observe("MODIFIED", edited) is True
+    assert pub.sync()
+    assert [d["name"] for d in stored(api)["spec"]["devices"]] == ["pci-0000-00-02-0"]
+
+
+def test_outage_is_logged_once_and_converges(api: FakeApiServer, client: Any,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="liken_devices.kube")
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    pub.sync()
+    api.stop()
+    pub.set_devices([render(), plain("usb-1-1-1-0")])
+    delays = []
+    for _ in range(4):
+        assert not pub.sync()
+        delay = pub.retry_in()
+        assert delay is not None
+        delays.append(delay)
+    assert delays == sorted(delays) and delays[-1] > delays[0]  # backing off
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "retrying with backoff" in warnings[0].getMessage()
+    api.start()
+    assert pub.sync()
+    assert pub.retry_in() is None
+    assert len(stored(api)["spec"]["devices"]) == 2
+    recovered = [r.getMessage() for r in caplog.records if "recovered" in r.getMessage()]
+    assert len(recovered) == 1 and "4 failed attempts" in recovered[0]
+
+
+def test_conflict_is_retried_at_once(api: FakeApiServer, client: Any) -> None:
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    pub.sync()
+    api.fail_next(409, count=2, methods=("PATCH",))
+    pub.set_devices([plain("usb-1-1-1-0")])
+    assert pub.sync()
+    assert stored(api)["spec"]["devices"][0]["name"] == "usb-1-1-1-0"
+
+
+def test_a_concurrent_write_makes_a_real_conflict(api: FakeApiServer, client: Any) -> None:
+    """The apply carries the resourceVersion read; a write in between answers 409."""
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    pub.sync()
+    other = stored(api)
+    other["metadata"]["labels"] = {"touched": "yes"}
+    api.put_object("resourceslices", other)  # the publisher's cached copy is now stale
+    pub.set_devices([plain("usb-1-1-1-0")])
+    assert pub.sync()
+    conflicts = [r for r in api.requests if r[0] == "PATCH"]
+    assert len(conflicts) == 3  # first write, the stale one (409), the retry
+    assert stored(api)["spec"]["devices"][0]["name"] == "usb-1-1-1-0"
+
+
+@pytest.mark.parametrize("code", [429, 500, 503])
+def test_throttling_and_server_errors_back_off(api: FakeApiServer, client: Any,
+                                               code: int) -> None:
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    api.fail_next(code, retry_after=3 if code == 429 else None)
+    assert not pub.sync()
+    delay = pub.retry_in()
+    assert delay is not None and (delay > 2.5 if code == 429 else delay > 0)
+    assert pub.sync()
+    assert stored(api)["spec"]["devices"][0]["name"] == "pci-0000-00-02-0"
+
+
+def test_slow_server_still_converges(api: FakeApiServer, client: Any) -> None:
+    api.delay = 0.4
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    assert pub.sync()
+    assert stored(api)["spec"]["pool"]["generation"] == 1
+
+
+def test_too_slow_server_is_an_outage(api: FakeApiServer, client: Any) -> None:
+    api.delay = 2.5  # beyond the client's 2 s timeout
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    assert not pub.sync()
+    assert pub.retry_in() is not None
+    api.delay = 0
+    assert pub.sync()
+
+
+def test_gate_off_is_said_once_and_does_not_loop(api: FakeApiServer, client: Any,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    api.gate_consumable_capacity = False
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    assert pub.sync()
+    assert "allowMultipleAllocations" not in stored(api)["spec"]["devices"][0]
+    assert pub.gate_off
+    msgs = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert msgs == [GATE_MESSAGE]
+    assert "render nodes cannot be shared" in GATE_MESSAGE
+    for _ in range(3):
+        pub.set_devices([render()])
+        assert pub.sync()
+    assert pub.writes == 1  # the dropped field is not a difference to write again
+    # A real change is still written, and the message is not repeated.
+    pub.set_devices([render(), plain("usb-1-1-1-0")])
+    assert pub.sync() and pub.writes == 2
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == msgs
+    # The gate turned on: the field sticks again.
+    api.gate_consumable_capacity = True
+    pub.set_devices([render()])
+    assert pub.sync()
+    assert stored(api)["spec"]["devices"][0]["allowMultipleAllocations"] is True
+    assert not pub.gate_off
+
+
+def test_invalid_devices_are_not_sent(api: FakeApiServer, client: Any,
+                                      caplog: pytest.LogCaptureFixture) -> None:
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([{"name": "Not_A_Label"}])
+    assert pub.sync()
+    assert api.get_object("resourceslices", f"{NODE}-liken.sh") is None
+    assert "would be invalid" in caplog.text
+
+
+def test_server_refusal_is_reported_and_retried_slowly(api: FakeApiServer, client: Any,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    pub = SlicePublisher(client, NODE, validate=False)
+    pub.set_devices([{"name": "x", "attributes": {"a": {"string": "y" * 70}}}])
+    assert not pub.sync()
+    assert "refused ResourceSlice" in caplog.text and "64" in caplog.text
+    delay = pub.retry_in()
+    assert delay is not None and delay > 10
+
+
+def test_missing_node_is_retried(api: FakeApiServer, client: Any) -> None:
+    pub = SlicePublisher(client, "node-b")
+    pub.set_devices([])
+    assert not pub.sync()
+    api.add_node("node-b", uid="uid-b")
+    time.sleep(0.01)
+    assert pub.sync()
+    obj = api.get_object("resourceslices", "node-b-liken.sh")
+    assert obj is not None and obj["spec"].get("devices", []) == []
+    assert obj["metadata"]["ownerReferences"][0]["uid"] == "uid-b"
