@@ -329,18 +329,18 @@ class SerioManager:
             fd = ops.open(path)
             if adapter.rdev is not None and ops.rdev(fd) != adapter.rdev:
                 raise OSError(errno.ENODEV, "the file is no longer the tty the walk saw")
-            step = "configure the line (tcsetattr)"
+            step = f"configure the line {path} (tcsetattr)"
             ops.tcsetattr(fd, termios.TCSANOW, line_settings(ops.tcgetattr(fd), entry.protocol))
             ops.set_blocking(fd)
-            step = "TIOCEXCL"
+            step = f"TIOCEXCL on {path}"
             # No other open of the tty while it is attached (CAP_SYS_ADMIN excepted): a second
             # writer or a new line discipline would end the attachment (devices.txt).
             ops.ioctl(fd, TIOCEXCL, b"")
-            step = "switch to the serio line discipline (TIOCSETD N_MOUSE)"
+            step = f"switch {path} to the serio line discipline (TIOCSETD N_MOUSE)"
             ops.ioctl(fd, TIOCSETD, struct.pack("i", N_MOUSE))
-            step = f"set the serio type (SPIOCSTYPE {SERIO_TYPES[entry.protocol]:#04x})"
+            step = f"set the serio type of {path} (SPIOCSTYPE {SERIO_TYPES[entry.protocol]:#04x})"
             ops.ioctl(fd, SPIOCSTYPE, struct.pack(ULONG, SERIO_TYPES[entry.protocol]))
-            step = "start the line holder"
+            step = f"start the holder of {path}"
             holder = ops.spawn_holder(fd)
         except OSError as exc:
             if fd is not None:
@@ -349,7 +349,7 @@ class SerioManager:
             if "TIOCSETD" in step and exc.errno == errno.EINVAL:
                 hint = (" (this kernel has no serio line discipline: serport, "
                         "CONFIG_SERIO_SERPORT)")
-            message = (f"{step} on {path} failed: {_errtext(exc)}{hint}; tried again when the "
+            message = (f"{step} failed: {_errtext(exc)}{hint}; tried again when the "
                        "adapter is plugged in again or spec.serio changes")
             log.warning("serio %s %s: %s", entry.protocol, adapter.tty, message)
             return _Line(entry, adapter, "Failed", message)
