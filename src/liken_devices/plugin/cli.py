@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -61,8 +60,12 @@ def _dirs(p: argparse.ArgumentParser) -> None:
 
 
 def node_name(args: argparse.Namespace) -> str:
-    return str(getattr(args, "node", None) or os.environ.get("NODE_NAME")
-               or socket.gethostname())
+    """--node, else $NODE_NAME (set from the downward API in a pod), else the host's name."""
+    from ..cli import node_from_args
+
+    if getattr(args, "node", None) is None and os.environ.get("NODE_NAME"):
+        return os.environ["NODE_NAME"]
+    return node_from_args(args)
 
 
 def kube_client(kubeconfig: Path | None) -> Any:
@@ -78,6 +81,7 @@ def run_plugin(args: argparse.Namespace) -> int:
     from ..cli import sources_from_args
 
     sources = sources_from_args(args)
+    sources.check()  # a missing --sysfs/--recording is the operator's error: exit 2
     try:
         client = kube_client(args.kubeconfig)
     except Exception as e:

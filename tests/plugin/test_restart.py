@@ -1,0 +1,205 @@
+"""The plugin as a process (``liken-devices plugin``): killed, restarted, signalled.
+
+Issue 3, "State across restarts": the plugin may die at any point; what unprepare needs is on
+disk, so after a restart prepare and unprepare still behave and no spec outlives its claim.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.fakeapi import FakeApiServer
+from tests.support.sysfs_builder import Dev, SysfsBuilder
+
+from .conftest import NODE, cdi_files, new_claim
+from .kubelet import TestKubelet
+from .sysfs_usb import probe_log
+
+LIKEN = [str(Path(sys.executable).with_name("liken-devices"))]
+
+
+class Node:
+    """A fixture machine with a USB HID interface and a serial card, and the plugin process."""
+
+    def __init__(self, root: Path, sockdir: Path, kubeconfig: Path) -> None:
+        self.root = root
+        self.sockdir = sockdir
+        self.kubeconfig = kubeconfig
+        self.b = SysfsBuilder(root / "sys")
+        usb = self.b.usb_device("1-2", busnum=1, devnum=4)
+        self.intf: Dev = self.b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+        self.b.node(self.intf, "hidraw", "hidraw0", 242, 0, subdir="0003:1234:5678.0001/hidraw")
+        ser = self.b.pci("0000:00:1e.0", driver="exar_serial", cls=0x070002)
+        self.b.node(ser, "tty", "ttyS4", 4, 68, subdir="tty")
+        for d in ("facts/storage", "mods", "hw"):
+            (root / d).mkdir(parents=True)
+        self.cdi = root / "cdi"
+        self.state = root / "state"
+        self.registration = sockdir / "registry" / "liken.sh-reg.sock"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def common(self) -> list[str]:
+        r = self.root
+        return ["--sysfs", str(r / "sys"), "--facts", str(r / "facts"), "--modules-dir",
+                str(r / "mods"), "--hwdata-dir", str(r / "hw"), "--node", NODE,
+                "--cdi-dir", str(self.cdi), "--state-dir", str(self.state)]
+
+    def start(self) -> None:
+        assert self.proc is None
+        with open(self.root / "plugin.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [*LIKEN, "plugin", *self.common(), "--kubeconfig", str(self.kubeconfig),
+                 "--plugin-dir", str(self.sockdir / "plugins" / "liken.sh"),
+                 "--registry-dir", str(self.sockdir / "registry"), "-v"],
+                stdin=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"plugin exited: {(self.root / 'plugin.log').read_text()}")
+            try:
+                k = TestKubelet(self.registration)
+                k.register()
+                k.close()
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+        self.proc = None
+
+    def terminate(self) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(20)
+        self.proc = None
+        return rc
+
+    def kubelet(self) -> TestKubelet:
+        k = TestKubelet(self.registration)
+        k.register()
+        return k
+
+    def claims(self) -> list[dict]:
+        out = subprocess.run([*LIKEN, "claims", *self.common(), "-o", "json"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+
+@pytest.fixture
+def node(tmp_path: Path, sockdir: Path, api: FakeApiServer) -> Iterator[Node]:
+    n = Node(tmp_path, sockdir, api.write_kubeconfig(tmp_path / "kubeconfig"))
+    try:
+        yield n
+    finally:
+        if n.proc is not None:
+            n.kill()
+
+
+def test_kill_between_prepare_and_unprepare(api: FakeApiServer, node: Node) -> None:
+    node.start()
+    claim = new_claim(api, ["usb-1-2-1-0"])
+    k = node.kubelet()
+    ans = k.prepare([claim])[claim[1]]
+    assert ans.error == ""
+    k.close()
+    node.kill()  # SIGKILL: no cleanup at all; the sockets stay behind
+    assert node.registration.exists()
+
+    # The pod's libusb program detached the kernel driver; the claim itself is deleted.
+    node.b.set_driver(node.intf, "usb", None)
+    api.delete_object("resourceclaims", claim[2], "default")
+
+    node.start()  # replaces the stale sockets
+    k = node.kubelet()
+    with probe_log(node.root / "sys") as written:
+        assert k.unprepare([claim]) == {claim[1]: ""}
+    assert written == ["1-2:1.0"]
+    assert cdi_files(node.cdi) == []
+    assert node.claims() == []
+    k.close()
+    assert node.terminate() == 0
+    assert not node.registration.exists()
+    assert not (node.sockdir / "plugins" / "liken.sh" / "dra.sock").exists()
+
+
+def test_prepare_twice_across_a_restart_and_unprepare_unknown(api: FakeApiServer,
+                                                              node: Node) -> None:
+    node.start()
+    claim = new_claim(api, ["usb-1-2-1-0", "pci-0000-00-1e-0"])
+    k = node.kubelet()
+    first = k.prepare([claim])
+    spec = (node.cdi / f"liken.sh-{claim[1]}.json").read_bytes()
+    k.close()
+    node.kill()
+    node.start()
+    k = node.kubelet()
+    assert k.prepare([claim]) == first  # the restarted kubelet prepares again
+    assert (node.cdi / f"liken.sh-{claim[1]}.json").read_bytes() == spec
+    unknown = ("default", "5d1c3c9e-0000-4000-8000-000000000001", "never")
+    assert k.unprepare([unknown]) == {unknown[1]: ""}
+    view = node.claims()
+    assert [(c["uid"], [d["name"] for d in c["devices"]]) for c in view] == [
+        (claim[1], ["pci-0000-00-1e-0", "usb-1-2-1-0"])]
+    assert view[0]["devices"][0]["nodes"] == [{"path": "/dev/ttyS4", "type": "c", "major": 4,
+                                               "minor": 68}]
+    assert k.unprepare([claim]) == {claim[1]: ""}
+    assert cdi_files(node.cdi) == []
+    k.close()
+
+
+def test_reboot_wipes_the_cdi_tmpfs(api: FakeApiServer, node: Node) -> None:
+    node.start()
+    claim = new_claim(api, ["pci-0000-00-1e-0"])
+    k = node.kubelet()
+    assert k.prepare([claim])[claim[1]].error == ""
+    k.close()
+    node.kill()
+    for f in node.cdi.iterdir():  # /var/run/cdi is a tmpfs: gone after a reboot
+        f.unlink()
+    node.start()  # the walk at start reconciles: the prepared claim's spec is back
+    assert cdi_files(node.cdi) == [f"liken.sh-{claim[1]}.json"]
+    k = node.kubelet()
+    assert k.unprepare([claim]) == {claim[1]: ""}
+    assert cdi_files(node.cdi) == []
+    k.close()
+
+
+def test_sighup_walks_and_reconciles(api: FakeApiServer, node: Node) -> None:
+    node.start()
+    claim = new_claim(api, ["usb-1-2-1-0"])
+    k = node.kubelet()
+    assert k.prepare([claim])[claim[1]].error == ""
+    spec_path = node.cdi / f"liken.sh-{claim[1]}.json"
+    node.b.remove(node.intf)  # unplugged
+    assert node.proc is not None
+    node.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while ".liken.sh-absent" not in spec_path.read_text():
+        assert time.monotonic() < deadline, spec_path.read_text()
+        time.sleep(0.05)
+    view = node.claims()
+    assert view[0]["devices"][0]["present"] is False
+    assert k.unprepare([claim]) == {claim[1]: ""}
+    k.close()
+
+
+def test_bad_sysfs_is_a_clear_error(node: Node, tmp_path: Path) -> None:
+    out = subprocess.run([*LIKEN, "plugin", "--sysfs", str(tmp_path / "nope"), "--kubeconfig",
+                          str(node.kubeconfig)], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2
+    assert "has no devices/ directory" in out.stderr
+    assert not node.registration.exists()
