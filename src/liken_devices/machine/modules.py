@@ -14,6 +14,7 @@ or the module tree (a depmod run, a new kernel package) changes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -132,26 +133,39 @@ class ModuleStatus:
         return {"name": self.name, "state": self.state, "message": self.message}
 
 
-def loaded_modules(sys_root: Path, proc_root: Path) -> frozenset[str]:
-    """Modules loaded into the running kernel (``/proc/modules``, ``/sys/module/*/initstate``).
+class LoadedModules:
+    """Which modules the running kernel has loaded (``/proc/modules``, ``/sys/module``).
 
-    A loadable module has ``initstate`` under /sys/module; a built-in one may have a directory
-    there too (for its parameters) but never ``initstate``.
+    A loadable module has ``/sys/module/<name>/initstate``; a built-in one may have a directory
+    there too (for its parameters) but never ``initstate``. ``/proc/modules`` is read once per
+    pass; /sys/module is asked only about the names in question.
     """
-    names: set[str] = set()
-    try:
-        with open(proc_root / "modules", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.strip():
-                    names.add(normalize(line.split()[0]))
-    except OSError:
-        pass  # this kernel has no loadable-module support, or /proc is elsewhere
-    try:
-        for entry in os.scandir(sys_root / "module"):
-            if os.path.exists(os.path.join(entry.path, "initstate")):
-                names.add(normalize(entry.name))
-    except OSError:
-        pass
+
+    def __init__(self, sys_root: Path, proc_root: Path) -> None:
+        self.sys_root = sys_root
+        self.proc: set[str] = set()
+        try:
+            with open(proc_root / "modules", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if line.strip():
+                        self.proc.add(normalize(line.split()[0]))
+        except OSError:
+            pass  # this kernel has no loadable-module support, or /proc is elsewhere
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        name = normalize(name)
+        return name in self.proc or (self.sys_root / "module" / name / "initstate").exists()
+
+
+def loaded_modules(sys_root: Path, proc_root: Path) -> frozenset[str]:
+    """Every loaded module's name (for reports and tests; a pass uses :class:`LoadedModules`)."""
+    found = LoadedModules(sys_root, proc_root)
+    names = set(found.proc)
+    with contextlib.suppress(OSError):
+        names.update(normalize(e.name) for e in os.scandir(sys_root / "module")
+                     if e.name in found)
     return frozenset(names)
 
 
@@ -190,7 +204,7 @@ class ModuleManager:
         """
         tree = self.tree()
         key = (tree.stamp, tuple(names))
-        loaded = loaded_modules(self.sys_root, self.proc_root)
+        loaded = LoadedModules(self.sys_root, self.proc_root)
         out: list[ModuleStatus] = []
         seen: set[str] = set()
         for name in names:
@@ -209,7 +223,7 @@ class ModuleManager:
                 out.append(removed)
         return out
 
-    def _decide(self, name: str, tree: ModuleTree, loaded: frozenset[str],
+    def _decide(self, name: str, tree: ModuleTree, loaded: LoadedModules,
                 key: tuple[Fingerprint, tuple[str, ...]], dry_run: bool) -> ModuleStatus:
         if not valid_name(name):
             return ModuleStatus(name, "Failed", f"{name!r} is not a module name: a name such as "
@@ -250,7 +264,7 @@ class ModuleManager:
         return status
 
     def _removed(self, name: str, tree: ModuleTree,
-                 loaded: frozenset[str]) -> ModuleStatus | None:
+                 loaded: LoadedModules) -> ModuleStatus | None:
         res = tree.resolve(name) if valid_name(name) else None
         if res is not None and res.kind == "builtin":
             return ModuleStatus(name, "Builtin", "removed from spec.modules; it is built into "

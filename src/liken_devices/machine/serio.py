@@ -209,9 +209,9 @@ def _hexid(dev: SysDevice, attr: str, index: int) -> str | None:
 def find_adapters(entry: SerioEntry, snapshot: Snapshot, dev_root: Path) -> list[Adapter]:
     """Every ``ttyACM*`` under a USB interface whose USB device matches the entry's IDs."""
     found: list[Adapter] = []
-    for dev in sorted(snapshot.devices.values(), key=lambda d: d.path):
-        if dev.subsystem != "tty" or not dev.name.startswith("ttyACM"):
-            continue
+    ttys = [d for d in snapshot.devices.values()
+            if d.subsystem == "tty" and d.name.startswith("ttyACM")]
+    for dev in sorted(ttys, key=lambda d: d.path):
         usb: SysDevice | None = None
         for path in dev.ancestors():
             parent = snapshot.get(path)

@@ -15,6 +15,7 @@ Each condition is ``{type, status: "True"|"False", reason, message}``; the agent
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,7 @@ class MachineSide:
         self.modules = ModuleManager(modules_dir, loader or ModprobeLoader(modules_dir),
                                      sys_root=sys_root, proc_root=proc_root)
         self.serio = SerioManager(serio_opener, dev_root=dev_root, on_change=on_change)
+        self._lock = threading.Lock()  # one pass at a time, whichever thread calls
 
     def apply(self, spec: MachineSpec, snapshot: Snapshot, *, dry_run: bool = False
               ) -> dict[str, Any]:
@@ -103,8 +105,10 @@ class MachineSide:
         ``dry_run`` (the CLI's preview) decides without attaching any line; a dry run's module
         loading is the loader's business (``ModprobeLoader(dry_run=True)`` loads nothing).
         """
-        module_rows = self.modules.apply(spec.modules, dry_run=dry_run)
-        serio_rows = self.serio.apply(spec.serio, snapshot, dry_run=dry_run)
+        with self._lock:
+            # Modules first: a line's serport or CEC driver may be among them (docs/machine.md).
+            module_rows = self.modules.apply(spec.modules, dry_run=dry_run)
+            serio_rows = self.serio.apply(spec.serio, snapshot, dry_run=dry_run)
         return {
             "modules": [r.to_status() for r in module_rows],
             "serio": serio_rows,
