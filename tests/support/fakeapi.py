@@ -250,6 +250,9 @@ class FakeApiServer:
         self.gate_consumable_capacity = True
         self.delay = 0.0
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content type)
+        # (time.monotonic(), plural, ADDED|MODIFIED|DELETED, name) of every stored change: the
+        # clock is the system's monotonic one, comparable with another process's.
+        self.changes: list[tuple[float, str, str, str]] = []
         self._lock = threading.RLock()
         self._objects: dict[tuple[str, str | None, str], JSON] = {}
         self._managed: dict[tuple[str, str | None, str], dict[str, set[tuple[str, ...]]]] = {}
@@ -461,6 +464,7 @@ class FakeApiServer:
         rv = int(obj["metadata"]["resourceVersion"])
         self._history.append((rv, plural, kind, copy.deepcopy(obj)))
         del self._history[:-2000]
+        self.changes.append((time.monotonic(), plural, kind, obj["metadata"]["name"]))
         line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
         for w in list(self._watchers):
             if w.plural == plural and _selected(obj, w.namespace, w.selector):

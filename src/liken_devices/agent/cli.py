@@ -1,0 +1,188 @@
+"""``liken-devices run``: the node agent as one long-running process (issue 4).
+
+With a cluster (``--kubeconfig``, or in a pod's service account) it publishes the slice,
+serves the kubelet plugin and reports the Machine named after the node. Without one
+(``--no-api``, or neither a kubeconfig nor a service account) it still follows the kernel and
+walks, reads the Machine's spec from ``--machine FILE`` and writes what it would publish to
+``--slice-out``/``--status-out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+from .. import DRIVER
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "run", parents=[common_parent],
+        help="the node agent: follow uevents, publish the slice, serve the kubelet plugin, "
+             "report the Machine",
+        description="Walk at start and after every burst of kernel uevents; publish "
+                    f"<node>-{DRIVER}, run the kubelet plugin's reconcile pass and report the "
+                    "Machine after each walk. SIGTERM stops it cleanly.")
+    api = p.add_argument_group("cluster")
+    api.add_argument("--kubeconfig", type=Path, default=None, metavar="FILE",
+                     help="kubeconfig to use (default: in-cluster config, then $KUBECONFIG)")
+    api.add_argument("--no-api", action="store_true",
+                     help="run without a cluster: the Machine's spec comes from --machine")
+    api.add_argument("--api-timeout", type=float, default=10.0, metavar="SECONDS",
+                     help="timeout of one API request (default 10)")
+    out = p.add_argument_group("outputs")
+    out.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                     help="serve Prometheus metrics on this port (0: any free port)")
+    out.add_argument("--metrics-addr", default="0.0.0.0", metavar="ADDR",
+                     help="address of the metrics endpoint (default 0.0.0.0)")
+    out.add_argument("--console", type=Path, default=Path("/dev/console"), metavar="PATH",
+                     help="where the device count is printed past the 128 cap "
+                          "(default /dev/console)")
+    out.add_argument("--slice-out", type=Path, default=None, metavar="FILE",
+                     help="also write the slice's JSON here after each change")
+    out.add_argument("--status-out", type=Path, default=None, metavar="FILE",
+                     help="also write the Machine status's JSON here after each change")
+    parts = p.add_argument_group("embedded parts")
+    parts.add_argument("--no-plugin", action="store_true",
+                       help="do not serve the kubelet plugin")
+    parts.add_argument("--no-machine-side", action="store_true",
+                       help="do not load spec.modules nor attach spec.serio lines")
+    parts.add_argument("--quiet-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    try:
+        from ..plugin.core import (
+            DEFAULT_CDI_DIR,
+            DEFAULT_PLUGIN_DIR,
+            DEFAULT_REGISTRY_DIR,
+            DEFAULT_STATE_DIR,
+        )
+    except ImportError:
+        pass
+    else:
+        parts.add_argument("--cdi-dir", type=Path, default=DEFAULT_CDI_DIR, metavar="DIR",
+                           help=f"where claim CDI specs are written (default {DEFAULT_CDI_DIR})")
+        parts.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, metavar="DIR",
+                           help=f"persistent plugin state (default {DEFAULT_STATE_DIR})")
+        parts.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR, metavar="DIR",
+                           help=f"directory of dra.sock (default {DEFAULT_PLUGIN_DIR})")
+        parts.add_argument("--registry-dir", type=Path, default=DEFAULT_REGISTRY_DIR,
+                           metavar="DIR",
+                           help=f"kubelet plugin registry (default {DEFAULT_REGISTRY_DIR})")
+    p.set_defaults(func=cmd_run)
+
+
+class Assembled:
+    """The agent and what must be closed after it ran."""
+
+    def __init__(self, agent: Any, client: Any, server: Any) -> None:
+        self.agent = agent
+        self.client = client
+        self.metrics_server = server
+
+    def close(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+        if self.client is not None:
+            self.client.close()
+
+
+def assemble(args: argparse.Namespace) -> Assembled:
+    """Build the agent the options describe (``cmd_run`` runs it; tests run it in a thread)."""
+    from ..cli import node_from_args, sources_from_args
+    from ..kube.client import cluster_available
+    from .metrics import AgentMetrics
+    from .runner import Agent, AgentConfig
+
+    sources = sources_from_args(args)
+    sources.check()
+    node = node_from_args(args)
+    config = AgentConfig(node=node, sources=sources, console=args.console,
+                         slice_out=args.slice_out, status_out=args.status_out)
+    if args.quiet_seconds is not None:
+        config.quiet = args.quiet_seconds
+    metrics = AgentMetrics()
+    online = not args.no_api and cluster_available(args.kubeconfig)
+    if not online and not args.no_api:
+        log.warning("no kubeconfig and not in a pod: running offline (spec from --machine)")
+    publisher = reporter = client = None
+    watches: list[Any] = []
+    if online:
+        from ..kube import MachineReporter, SlicePublisher, make_client
+
+        client = make_client(args.kubeconfig, timeout=args.api_timeout)
+        publisher = SlicePublisher(client, node, metrics=metrics)
+        if args.machine is None:
+            reporter = MachineReporter(client, node, metrics=metrics)
+        else:
+            log.info("Machine spec read from %s; the Machine object is not reported",
+                     args.machine)
+        watches = _watches(args, node, reporter is not None)
+    agent = Agent(config, publisher=publisher, reporter=reporter, metrics=metrics,
+                  watches=watches)
+    if not args.no_plugin:
+        # Prepare walks afresh with the Machine's current spec (the agent's, not the file's).
+        agent.plugin = _plugin(args, node, sources, client, agent.fresh_walk)
+        if agent.plugin is not None:
+            metrics.instrument_plugin(agent.plugin)
+    if not args.no_machine_side:
+        agent.machine_side = _machine_side(sources, lambda: agent.wake("machine-side"))
+    server = None
+    if args.metrics_port is not None:
+        server = metrics.serve(args.metrics_port, args.metrics_addr)
+        log.info("metrics on %s:%d", args.metrics_addr, server.port)
+    log.info("liken-devices run: node %s, %s", node,
+             "publishing to the API server" if online else "offline")
+    return Assembled(agent, client, server)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    built = assemble(args)
+    signal.signal(signal.SIGTERM, built.agent.request_stop)
+    signal.signal(signal.SIGINT, built.agent.request_stop)
+    try:
+        return int(built.agent.run())
+    finally:
+        built.close()
+
+
+def _watches(args: argparse.Namespace, node: str, machine: bool) -> list[Any]:
+    from ..kube import ObjectWatch, Resources, make_client
+
+    def factory() -> Any:
+        return make_client(args.kubeconfig, timeout=args.api_timeout)
+
+    def slice_watch(agent: Any) -> Any:
+        return ObjectWatch(factory, Resources.slice(),
+                           {"spec.nodeName": node, "spec.driver": DRIVER},
+                           agent.on_slice_event, "slices").start()
+
+    def machine_watch(agent: Any) -> Any:
+        return ObjectWatch(factory, Resources.machine(), {"metadata.name": node},
+                           agent.on_machine_event, "machine").start()
+
+    return [slice_watch, machine_watch] if machine else [slice_watch]
+
+
+def _plugin(args: argparse.Namespace, node: str, sources: Any, client: Any,
+            walk: Any) -> Any:
+    try:
+        from ..plugin import Plugin, PluginConfig
+    except ImportError:
+        log.warning("the kubelet plugin is not part of this build; not serving it")
+        return None
+    config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
+                          plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
+                          sysfs=sources.sysfs)
+    return Plugin(config, walk=walk, kube_client=client)
+
+
+def _machine_side(sources: Any, on_change: Any) -> Any:
+    try:
+        from ..machine import MachineSide
+    except ImportError:
+        return None
+    return MachineSide(sources.modules_dir, sys_root=sources.sysfs, on_change=on_change)

@@ -1,0 +1,329 @@
+"""The node agent's loop: the kernel's uevents in, a walk, then the slice, the plugin, the Machine.
+
+Issue 4 and devices.txt ("What a node publishes", "Limits", "Hardware that is not published"):
+
+* one process walks sysfs, publishes ``<node>-liken.sh``, serves the kubelet plugin and reports
+  the Machine;
+* it walks once at start, then one second after the last uevent of a burst and at most five
+  seconds after its first (decisions.md, "Uevents"); virtual network devices wake nothing;
+* after each walk: publish, the plugin's reconcile pass, the machine side (modules and serial
+  lines, issue 6), then the Machine's status;
+* no polling loop: the thread sleeps in ``select`` on the uevent socket and a wake-up pipe, with a
+  timeout only while a burst is pending or an API retry is scheduled, so an idle node costs no
+  CPU;
+* past the 128-device cap the device count is printed once on the console and logged; the
+  inventory has already dropped the overflow.
+
+Watch threads (the slice, the Machine) and the machine side's line holder wake the loop through
+the pipe; SIGTERM does too, and the loop then stops everything it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import DRIVER
+from ..inventory import Inventory, MachineSpec, Sources, build_inventory
+from .metrics import AgentMetrics
+from .uevent import MAX_WAIT, QUIET, Debouncer, UeventSocket, wakes_walk
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentConfig:
+    node: str
+    sources: Sources
+    console: Path | None = Path("/dev/console")
+    quiet: float = QUIET
+    max_wait: float = MAX_WAIT
+    slice_out: Path | None = None  # also write the slice's JSON here (offline runs, debugging)
+    status_out: Path | None = None  # and the Machine status
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Readers never see a half-written file: write a sibling, fsync, rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class Agent:
+    """See the module docstring. Every collaborator is optional, so offline runs and tests can
+    leave out the API side (``publisher``/``reporter``), the ``plugin`` or the ``machine_side``.
+    """
+
+    def __init__(self, config: AgentConfig, *, publisher: Any = None, reporter: Any = None,
+                 plugin: Any = None, machine_side: Any = None,
+                 metrics: AgentMetrics | None = None,
+                 watches: list[Callable[[Agent], Any]] | None = None) -> None:
+        self.config = config
+        self.publisher = publisher
+        self.reporter = reporter
+        self.plugin = plugin
+        self.machine_side = machine_side
+        self.metrics = metrics or AgentMetrics()
+        self._watch_factories = watches or []
+        self._watches: list[Any] = []
+        self._debounce = Debouncer(config.quiet, config.max_wait)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._pipe_lock = threading.RLock()  # a signal handler may re-enter
+        self._reasons: deque[str] = deque()
+        self._stop = threading.Event()
+        self._overflow_said: int | None = None
+        self._offline_generation = 0
+        self._offline_devices: list[dict[str, Any]] | None = None
+        self._offline_status: dict[str, Any] | None = None
+        self.inventory: Inventory | None = None
+        self.walks = 0
+        self.ready = threading.Event()  # set after the first walk's publish
+
+    # ---- waking the loop (any thread, signal handlers) ---------------------------------------
+
+    def wake(self, reason: str) -> None:
+        self._reasons.append(reason)
+        self._poke(b"w")
+
+    def request_stop(self, *_: object) -> None:
+        self._stop.set()
+        self._poke(b"s")
+
+    def _poke(self, byte: bytes) -> None:
+        with self._pipe_lock:
+            if self._wake_w >= 0:
+                with contextlib.suppress(BlockingIOError, OSError):
+                    os.write(self._wake_w, byte)
+
+    def on_slice_event(self, kind: str, obj: dict[str, Any] | None) -> None:
+        if self.publisher is not None and self.publisher.observe(kind, obj):
+            self.wake("slice")
+
+    def on_machine_event(self, kind: str, obj: dict[str, Any] | None) -> None:
+        if self.reporter is not None and self.reporter.observe(kind, obj):
+            self.wake("machine-spec")
+
+    # ---- the machine spec --------------------------------------------------------------------
+
+    def machine_spec(self) -> MachineSpec:
+        if self.reporter is not None:
+            spec: MachineSpec = self.reporter.spec
+            return spec
+        return self.config.sources.machine()
+
+    def fresh_walk(self) -> Inventory:
+        """A new walk for the plugin's prepare (thread-safe: a new snapshot each time)."""
+        return self.config.sources.walk(self.machine_spec())
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        try:
+            uevents = UeventSocket()
+        except OSError as exc:
+            log.error("cannot open the kernel's uevent socket: %s", exc)
+            return 1
+        try:
+            if self.reporter is not None:
+                self.reporter.refresh()
+            for factory in self._watch_factories:
+                self._watches.append(factory(self))
+            if self.plugin is not None:
+                self.plugin.start()
+            self._walk("start")
+            self.ready.set()
+            self._loop(uevents)
+        finally:
+            self._shutdown(uevents)
+        return 0
+
+    def _timeout(self, now: float) -> float | None:
+        deadlines = [d for d in (self._debounce.due_at(),) if d is not None]
+        for side in (self.publisher, self.reporter):
+            if side is not None:
+                wait = side.retry_in(now)
+                if wait is not None:
+                    deadlines.append(now + wait)
+        if not deadlines:
+            return None  # sleep until the kernel or a watch has something to say
+        return max(0.0, min(deadlines) - now)
+
+    def _loop(self, uevents: UeventSocket) -> None:
+        fds = [uevents.fileno(), self._wake_r]
+        while not self._stop.is_set():
+            timeout = self._timeout(time.monotonic())
+            try:
+                ready, _, _ = select.select(fds, [], [], timeout)
+            except InterruptedError:
+                continue
+            now = time.monotonic()
+            if uevents.fileno() in ready:
+                for event in uevents.drain():
+                    self.metrics.uevents.inc()
+                    if wakes_walk(event):
+                        self._debounce.wake(now)
+                    else:
+                        self.metrics.uevents_ignored.inc()
+            walk_now = publish_now = False
+            if self._wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(self._wake_r, 4096):
+                        pass
+                while self._reasons:
+                    reason = self._reasons.popleft()
+                    if reason == "slice":
+                        publish_now = True
+                    else:  # a Machine spec change, a serial line that ended: walk at once
+                        walk_now = True
+            if self._stop.is_set():
+                break
+            if walk_now or self._debounce.due(now):
+                self._debounce.clear()
+                self._walk("uevent" if not walk_now else "machine")
+                continue
+            if self.publisher is not None and (publish_now or self._due(self.publisher, now)):
+                self.publisher.sync()
+            if self.reporter is not None and self._due(self.reporter, now):
+                self.reporter.sync()
+
+    @staticmethod
+    def _due(side: Any, now: float) -> bool:
+        wait = side.retry_in(now)
+        return wait is not None and wait <= 0
+
+    def _walk(self, reason: str) -> None:
+        from ..slices import devices_json
+
+        spec = self.machine_spec()
+        started = time.perf_counter()
+        try:
+            sources = self.config.sources
+            snapshot = sources.snapshot()
+            inv = build_inventory(snapshot, sources.context(spec))
+        except Exception:
+            self.metrics.walk_errors.inc()
+            log.exception("walk failed")
+            return
+        self.metrics.walk_seconds.observe(time.perf_counter() - started)
+        self.metrics.walks.labels(reason=reason).inc()
+        self.walks += 1
+        self.inventory = inv
+        self._cap(inv)
+        devices = devices_json(inv)
+        if self.publisher is not None:
+            self.publisher.set_devices(devices)
+            self.publisher.sync()
+        self._offline_publish(devices)
+        if self.plugin is not None:
+            try:
+                self.plugin.reconcile(inv)
+            except Exception:
+                log.exception("the plugin's reconcile pass failed")
+        fragment = None
+        if self.machine_side is not None:
+            try:
+                fragment = self.machine_side.apply(spec, snapshot)
+            except Exception:
+                log.exception("the machine side failed")
+        if self.reporter is not None:
+            self.reporter.set_status(inv, fragment)
+            self.reporter.sync()
+        self._offline_status_write(inv, fragment)
+
+    def _cap(self, inv: Inventory) -> None:
+        """devices.txt, "Limits": past 128 devices, print the count on the console, once."""
+        self.metrics.overflow.set(len(inv.overflow))
+        if not inv.overflow:
+            self._overflow_said = None
+            return
+        if self._overflow_said == inv.total:
+            return
+        self._overflow_said = inv.total
+        line = (f"liken-devices: node {self.config.node} has {inv.total} devices; its "
+                f"ResourceSlice holds {len(inv.devices)}, so {len(inv.overflow)} cannot be "
+                f"claimed: {', '.join(inv.overflow[:8])}"
+                f"{', ...' if len(inv.overflow) > 8 else ''}")
+        log.warning("%s", line)
+        console = self.config.console
+        if console is None:
+            return
+        try:
+            fd = os.open(console, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_APPEND
+                         | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.error("cannot write to the console %s: %s", console, exc)
+
+    def _offline_publish(self, devices: list[dict[str, Any]]) -> None:
+        out = self.config.slice_out
+        if out is None or devices == self._offline_devices:
+            return
+        from ..slices import make_slice
+
+        self._offline_generation += 1
+        obj = make_slice(self.config.node, DRIVER, devices, generation=self._offline_generation)
+        try:
+            write_atomic(out, json.dumps(obj, indent=2, sort_keys=True).encode() + b"\n")
+        except OSError as exc:
+            log.error("cannot write %s: %s", out, exc)
+            return
+        self._offline_devices = devices
+        if self.publisher is None:
+            log.info("wrote ResourceSlice %s-%s to %s: %d devices, generation %d",
+                     self.config.node, DRIVER, out, len(devices), self._offline_generation)
+            self.metrics.published(len(devices), self._offline_generation)
+
+    def _offline_status_write(self, inv: Inventory, fragment: dict[str, Any] | None) -> None:
+        out = self.config.status_out
+        if out is None:
+            return
+        from ..kube.machine import build_status
+
+        status = build_status(inv, fragment, self._offline_status, None)
+        if status == self._offline_status:
+            return
+        try:
+            write_atomic(out, json.dumps(status, indent=2, sort_keys=True).encode() + b"\n")
+        except OSError as exc:
+            log.error("cannot write %s: %s", out, exc)
+            return
+        self._offline_status = status
+
+    def _shutdown(self, uevents: UeventSocket) -> None:
+        for watch in self._watches:
+            with contextlib.suppress(Exception):
+                watch.stop()
+        if self.plugin is not None:
+            try:
+                self.plugin.stop()
+            except Exception:
+                log.exception("stopping the plugin")
+        if self.machine_side is not None:
+            try:
+                self.machine_side.close()
+            except Exception:
+                log.exception("closing the machine side")
+        uevents.close()
+        with self._pipe_lock:
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            self._wake_r = self._wake_w = -1
+        log.info("stopped")

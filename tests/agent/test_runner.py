@@ -1,0 +1,266 @@
+"""The agent in-process: real uevents wake walks of a fixture tree; the loopback API server sees
+the slice and the Machine follow (issue 4, "Following the kernel", "The 128 cap", "The Machine").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from liken_devices.agent.cli import Assembled, assemble
+from liken_devices.cli import build_parser
+from tests.support.fakeapi import FakeApiServer
+
+from .node import FixtureNode, is_root, synthetic_uevent, veth_pair
+
+pytestmark = [pytest.mark.root, pytest.mark.skipif(not is_root(), reason="real uevents")]
+
+
+class Running:
+    def __init__(self, built: Assembled, api: FakeApiServer, node: FixtureNode,
+                 name: str) -> None:
+        self.built = built
+        self.agent = built.agent
+        self.api = api
+        self.node = node
+        self.name = name
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.rc: int | None = None
+
+    def _run(self) -> None:
+        self.rc = self.agent.run()
+
+    def slice_names(self) -> list[str]:
+        obj = self.api.get_object("resourceslices", f"{self.name}-liken.sh")
+        return [d["name"] for d in (obj or {}).get("spec", {}).get("devices") or []]
+
+    def wait_names(self, want: list[str], timeout: float = 10.0) -> None:
+        self.api.wait_for(lambda: self.slice_names() == sorted(want), timeout)
+
+    def stop(self) -> None:
+        self.agent.request_stop()
+        self.thread.join(10)
+        self.built.close()
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    server = FakeApiServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> FixtureNode:
+    return FixtureNode(tmp_path / "node")
+
+
+def start(api: FakeApiServer, node: FixtureNode, tmp_path: Path, *extra: str,
+          name: str | None = None, machine: bool = True) -> Running:
+    name = name or f"agent-{tmp_path.name[-12:].lower().strip('_-').replace('_', '-')}"
+    if api.get_object("nodes", name) is None:
+        api.add_node(name)
+    if machine and api.get_object("machines", name) is None:
+        api.add_machine(name, {})
+    args = build_parser().parse_args([
+        "run", "--node", name, *node.args(), "--kubeconfig",
+        str(api.write_kubeconfig(tmp_path / "kubeconfig")), "--api-timeout", "2",
+        "--console", str(tmp_path / "console"), "--no-plugin", *extra])
+    running = Running(assemble(args), api, node, name)
+    running.thread.start()
+    assert running.agent.ready.wait(15)
+    return running
+
+
+def test_follows_uevents_and_ignores_virtual_net(api: FakeApiServer, node: FixtureNode,
+                                                 tmp_path: Path) -> None:
+    run = start(api, node, tmp_path)
+    try:
+        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"])
+        assert run.agent.walks == 1
+        usb = node.plug_usb(3)
+        synthetic_uevent("add")
+        run.wait_names([usb, "pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=5)
+        node.unplug_usb(3)
+        synthetic_uevent("remove")
+        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=5)
+        gen = api.get_object("resourceslices", f"{run.name}-liken.sh")["spec"]["pool"]  # type: ignore[index]
+        assert gen["generation"] == 3
+        # A veth pair (many uevents under /devices/virtual/net/) wakes no walk.
+        metrics = run.agent.metrics
+        walks = run.agent.walks
+        ignored = metrics.uevents_ignored._value.get()
+        woke = metrics.uevents._value.get() - ignored
+        late = node.plug_usb(4)  # would show up if anything walked
+        with veth_pair():
+            time.sleep(1.6)
+        time.sleep(1.2)
+        assert metrics.uevents_ignored._value.get() >= ignored + 4
+        if metrics.uevents._value.get() - metrics.uevents_ignored._value.get() == woke:
+            assert run.agent.walks == walks
+            assert late not in run.slice_names()
+        # else another test on this machine made real uevents meanwhile: a walk was right.
+    finally:
+        run.stop()
+    assert run.rc == 0
+
+
+def test_burst_makes_one_walk_within_five_seconds(api: FakeApiServer, node: FixtureNode,
+                                                  tmp_path: Path) -> None:
+    run = start(api, node, tmp_path)
+    try:
+        walks = run.agent.walks
+        usb = node.plug_usb(5)
+        first = time.monotonic()
+        while time.monotonic() - first < 6.5:  # never quiet for a whole second
+            synthetic_uevent("change")
+            if usb in run.slice_names():
+                break
+            time.sleep(0.3)
+        seen = time.monotonic() - first
+        assert usb in run.slice_names()
+        assert 4.5 <= seen <= 6.0, seen  # the five-second bound, not the quiet second
+        assert run.agent.walks == walks + 1
+    finally:
+        run.stop()
+
+
+def test_machine_status_and_spec_changes(api: FakeApiServer, node: FixtureNode,
+                                         tmp_path: Path) -> None:
+    # Unclaimed hardware: a PCI function with no driver.
+    node.builder.pci("0000:00:1f.3", vendor="8086", device="a170", cls=0x040300)
+    run = start(api, node, tmp_path)
+    try:
+        def status() -> dict[str, Any]:
+            return (api.get_object("machines", run.name) or {}).get("status") or {}
+
+        api.wait_for(lambda: status().get("conditions"))
+        got = status()
+        assert [u["bus"] for u in got["hardware"]["unclaimed"]] == ["pci"]
+        facts = next(c for c in got["conditions"] if c["type"] == "FactsPublished")
+        assert (facts["status"], facts["reason"]) == ("True", "FactsRead")
+        assert {c["type"] for c in got["conditions"]} >= {"ModulesLoaded", "SerioAttached"}
+        # The facts become unreadable: the condition turns False at the next walk.
+        (node.facts / "storage").rename(node.facts / "storage.bak")
+        node.facts.rename(node.root / "facts.gone")
+        synthetic_uevent("change")
+        api.wait_for(lambda: next(c for c in status()["conditions"]
+                                  if c["type"] == "FactsPublished")["status"] == "False")
+        facts = next(c for c in status()["conditions"] if c["type"] == "FactsPublished")
+        assert facts["reason"] == "FactsUnreadable" and "does not exist" in facts["message"]
+        # A spec change arrives through the watch and makes a walk at once.
+        walks = run.agent.walks
+        api.set_machine_spec(run.name, {"modules": ["snd_hda_intel"]})
+        api.wait_for(lambda: run.agent.walks > walks, timeout=5)
+        assert run.agent.machine_spec().modules == ("snd_hda_intel",)
+    finally:
+        run.stop()
+
+
+def test_slice_deleted_by_kubelet_comes_back(api: FakeApiServer, node: FixtureNode,
+                                             tmp_path: Path) -> None:
+    run = start(api, node, tmp_path)
+    try:
+        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"])
+        api.wait_for(lambda: any(w.connected.is_set() for w in run.agent._watches))
+        api.kubelet_restart_wipe(run.name)
+        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=5)
+        obj = api.get_object("resourceslices", f"{run.name}-liken.sh")
+        assert obj is not None and obj["spec"]["pool"]["generation"] == 2
+    finally:
+        run.stop()
+
+
+def test_outage_then_convergence(api: FakeApiServer, node: FixtureNode, tmp_path: Path) -> None:
+    run = start(api, node, tmp_path)
+    try:
+        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"])
+        api.stop()
+        usb = node.plug_usb(6)
+        synthetic_uevent("add")
+        time.sleep(2.5)  # the walk happened while the server was down
+        api.start()
+        run.wait_names([usb, "pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=20)
+        assert run.agent.metrics.api_errors.labels(op="slice", code="connection")._value.get() \
+            >= 1
+    finally:
+        run.stop()
+
+
+def test_overflow_printed_once_on_the_console(api: FakeApiServer, node: FixtureNode,
+                                              tmp_path: Path) -> None:
+    for port in range(1, 131):  # 130 dongles + the GPU's two devices: past the cap
+        dev = node.builder.usb_device(f"3-{port}", busnum=3, devnum=port + 1)
+        iface = node.builder.usb_interface(dev, "1.0", driver="usbhid", cls=3)
+        node.builder.node(iface, "hidraw", f"hidraw{port}", 242, port, subdir="hidraw")
+    run = start(api, node, tmp_path)
+    try:
+        api.wait_for(lambda: len(run.slice_names()) == 128)
+        console = tmp_path / "console"
+        synthetic_uevent("change")
+        time.sleep(1.5)
+        text = console.read_text()
+        assert text.count("\n") == 1
+        assert f"node {run.name} has 132 devices" in text and "4 cannot be claimed" in text
+        assert run.agent.metrics.overflow._value.get() == 4
+    finally:
+        run.stop()
+
+
+def test_metrics_endpoint(api: FakeApiServer, node: FixtureNode, tmp_path: Path) -> None:
+    run = start(api, node, tmp_path, "--metrics-port", "0", "--metrics-addr", "127.0.0.1")
+    try:
+        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"])
+        port = run.built.metrics_server.port
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+        body = text.decode()
+        assert "liken_devices_published 2.0" in body
+        assert 'liken_devices_walks_total{reason="start"} 1.0' in body
+        assert "liken_devices_last_publish_timestamp_seconds" in body
+        assert "liken_devices_prepare_duration_seconds_count" in body
+    finally:
+        run.stop()
+
+
+def test_offline_with_machine_file(node: FixtureNode, tmp_path: Path) -> None:
+    machine = tmp_path / "machine.yaml"
+    machine.write_text("modules: []\n")
+    args = build_parser().parse_args([
+        "run", "--node", "offline", *node.args(), "--no-api", "--machine", str(machine),
+        "--slice-out", str(tmp_path / "slice.json"), "--status-out", str(tmp_path / "status.json"),
+        "--console", str(tmp_path / "console"), "--no-plugin"])
+    built = assemble(args)
+    t = threading.Thread(target=built.agent.run, daemon=True)
+    t.start()
+    try:
+        assert built.agent.ready.wait(10)
+        import json
+
+        obj = json.loads((tmp_path / "slice.json").read_text())
+        assert obj["metadata"]["name"] == "offline-liken.sh"
+        assert [d["name"] for d in obj["spec"]["devices"]] == ["pci-0000-00-02-0",
+                                                             "pci-0000-00-02-0-display"]
+        status = json.loads((tmp_path / "status.json").read_text())
+        assert status["conditions"][0]["type"] == "FactsPublished"
+        usb = node.plug_usb(7)
+        synthetic_uevent("add")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            obj = json.loads((tmp_path / "slice.json").read_text())
+            if usb in [d["name"] for d in obj["spec"]["devices"]]:
+                break
+            time.sleep(0.05)
+        assert obj["spec"]["pool"]["generation"] == 2
+    finally:
+        built.agent.request_stop()
+        t.join(10)
+        built.close()
