@@ -36,13 +36,11 @@ def _pkg_flags(*args: str) -> list[str]:
     return out.stdout.split()
 
 
-@pytest.fixture(scope="session")
-def va_build(tmp_path_factory: pytest.TempPathFactory) -> VaBuild:
-    """Compile the fake driver and the shim once per test process (about a second)."""
+def build_va(out: Path) -> VaBuild:
+    """Compile the fake driver and the shim into ``out`` (about a second)."""
     for tool in ("gcc", "pkg-config"):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is missing: run setup.d/50-media.sh")
-    out = tmp_path_factory.mktemp("vabuild")
     cflags = ["-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
     subprocess.run(["gcc", *cflags, "-o", str(out / "vafake_drv_video.so"),
                     str(NATIVE / "vafake.c"), *_pkg_flags("--cflags", "--libs", "libva")],
@@ -51,6 +49,12 @@ def va_build(tmp_path_factory: pytest.TempPathFactory) -> VaBuild:
                     *_pkg_flags("--cflags", "libdrm"), "-ldl"],
                    check=True, capture_output=True, text=True)
     return VaBuild(out, out / "drmshim.so")
+
+
+@pytest.fixture(scope="session")
+def va_build(tmp_path_factory: pytest.TempPathFactory) -> VaBuild:
+    """The fake driver and shim, built once per test process."""
+    return build_va(tmp_path_factory.mktemp("vabuild"))
 
 
 class FakeGPUs:

@@ -1,6 +1,6 @@
 """The query through the real libva, one child process per render node (issue 5, item 1).
 
-Each test runs the agent's own child (``python -m liken_devices.media.probe``) against fake
+Each test runs the agent's own child (``python -m liken_devices.media.child``) against fake
 render nodes answered by the fake VA driver, and checks the seed's table on the answer.
 """
 
@@ -221,7 +221,7 @@ def test_four_gpus_one_hanging_cost_one_timeout(gpus: FakeGPUs) -> None:
 def test_killed_child_leaves_no_process(gpus: FakeGPUs) -> None:
     node = gpus.add(128, "vendor x\nVAProfileH264High VAEntrypointVLD\nhang vaInitialize\n")
     probe_node(node, 0.5, gpus.env)
-    # The child ran `python -m liken_devices.media.probe <node>`; none may be left.
+    # The child ran `python -m liken_devices.media.child <node>`; none may be left.
     survivors = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():

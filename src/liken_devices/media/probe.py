@@ -3,14 +3,13 @@
 render-node-capabilities.txt, "When a query fails": a query that fails or runs longer than 20
 seconds publishes the GPU's device with every capability false and no vaDriver. A libva call
 blocked in a driver cannot be interrupted from Python, and a thread stuck in it wedges the whole
-process (reference/libva.md 3.4), so each node is asked by a fresh interpreter running this module
-(``python -m liken_devices.media.probe NODE``), in its own process group, which the parent kills
-with SIGKILL when the time is up. All nodes are asked at once, so a hung driver costs one timeout,
-not one per GPU.
+process (reference/libva.md 3.4), so each node is asked by a fresh interpreter running
+:mod:`.child` (``python -m liken_devices.media.child NODE``), in its own process group, which the
+parent kills with SIGKILL when the time is up. All nodes are asked at once, so a hung driver
+costs one timeout, not one per GPU.
 
 The child prints one JSON object on its stdout: ``{"ok": true, "vendor", "pairs", "vpp"}`` or
-``{"ok": false, "error"}``, both with libva's log ``messages``. Before loading libva it moves
-its stdout onto stderr, so whatever a driver prints cannot corrupt the answer.
+``{"ok": false, "error"}``, both with libva's log ``messages``.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ class ProbeResult:
 
 def child_command() -> list[str]:
     """The child's command line, without the node (a fresh interpreter: libva.md 3.4)."""
-    return [sys.executable, "-m", "liken_devices.media.probe"]
+    return [sys.executable, "-m", "liken_devices.media.child"]
 
 
 def probe_node(node: str, timeout: float = DEFAULT_TIMEOUT,
@@ -161,34 +160,7 @@ def _raw_caps(doc: Mapping[str, Any]) -> RawCaps:
     return RawCaps(vendor, tuple(pairs), vpp)
 
 
-def child_main(argv: Sequence[str]) -> int:
-    """The child: query one node through libva and print the JSON answer."""
-    if len(argv) != 1:
-        print("usage: python -m liken_devices.media.probe /dev/dri/renderDN", file=sys.stderr)
-        return 2
-    # Keep the answer's channel for ourselves; fd 1 becomes stderr for libva and the driver.
-    answer_fd = os.dup(1)
-    os.dup2(2, 1)
-    from .vaapi import QueryError, query_node  # loads libva: only ever in this child
-
-    try:
-        answer = query_node(argv[0])
-        doc: dict[str, Any] = {
-            "ok": True,
-            "vendor": answer.vendor,
-            "version": list(answer.version),
-            "pairs": [list(p) for p in answer.pairs],
-            "vpp": answer.vpp_formats,
-            "messages": answer.messages,
-        }
-    except QueryError as exc:
-        doc = {"ok": False, "error": str(exc), "messages": exc.messages}
-    except OSError as exc:  # libva.so.2 or libva-drm.so.2 missing
-        doc = {"ok": False, "error": f"cannot load libva: {exc}", "messages": []}
-    with os.fdopen(answer_fd, "w", encoding="utf-8") as out:
-        json.dump(doc, out)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(child_main(sys.argv[1:]))
+    from .child import main
+
+    sys.exit(main(sys.argv[1:]))

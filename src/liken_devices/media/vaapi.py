@@ -28,7 +28,6 @@ from ctypes import (
     c_void_p,
     sizeof,
 )
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import va
@@ -99,15 +98,18 @@ def _load() -> tuple[ctypes.CDLL, ctypes.CDLL]:
     return libva, libva_drm
 
 
-@dataclass
 class Answer:
-    """The raw answer for one node, in the JSON form the child prints."""
+    """The raw answer for one node, in the JSON form the child prints.
 
-    vendor: str = ""
-    pairs: list[tuple[int, int, int | None]] = field(default_factory=list)
-    vpp_formats: list[int] | None = None
-    messages: list[str] = field(default_factory=list)
-    version: tuple[int, int] = (0, 0)
+    (A plain class: importing dataclasses would cost every child a few tens of milliseconds.)
+    """
+
+    def __init__(self, version: tuple[int, int] = (0, 0)) -> None:
+        self.version = version
+        self.vendor = ""
+        self.pairs: list[tuple[int, int, int | None]] = []
+        self.vpp_formats: list[int] | None = None
+        self.messages: list[str] = []
 
 
 class Session:
