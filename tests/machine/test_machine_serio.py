@@ -30,6 +30,7 @@ from liken_devices.machine.serio import (
     SERIO_RAINSHADOW_CEC,
     SPIOCSTYPE,
     TIOCEXCL,
+    TIOCNXCL,
     TIOCSETD,
     Holder,
     LineOps,
@@ -251,7 +252,8 @@ def test_real_tiocsetd_on_this_kernel(tmp_path: Path, ptys: list[Pty]) -> None:
             assert "plugged in again or spec.serio changes" in msg
         assert mgr.attach_calls == 1
         assert ("spawn_holder",) not in ops.calls
-        assert ops.calls[-1] == ("close",)  # the failed line is not kept open
+        # The failed line is not kept open, nor left exclusive to others.
+        assert ops.calls[-2:] == [("ioctl", TIOCNXCL, b""), ("close",)]
         assert mgr.held() == []
         cond = serio_condition(rows, 1)
         assert (cond["status"], cond["reason"]) == ("False", "AttachFailed")

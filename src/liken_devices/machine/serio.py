@@ -32,6 +32,7 @@ retried until something changes: the adapter is plugged in again (a new USB devi
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
@@ -59,6 +60,7 @@ N_TTY = 0
 N_MOUSE = 2
 TIOCSETD = 0x5423
 TIOCEXCL = 0x540C
+TIOCNXCL = 0x540D
 
 
 def _iow(kind: str, nr: int, size: int) -> int:
@@ -325,6 +327,7 @@ class SerioManager:
         path = adapter.devnode
         step = f"open {path}"
         fd: int | None = None
+        exclusive = False
         try:
             fd = ops.open(path)
             if adapter.rdev is not None and ops.rdev(fd) != adapter.rdev:
@@ -336,6 +339,7 @@ class SerioManager:
             # No other open of the tty while it is attached (CAP_SYS_ADMIN excepted): a second
             # writer or a new line discipline would end the attachment (devices.txt).
             ops.ioctl(fd, TIOCEXCL, b"")
+            exclusive = True
             step = f"switch {path} to the serio line discipline (TIOCSETD N_MOUSE)"
             ops.ioctl(fd, TIOCSETD, struct.pack("i", N_MOUSE))
             step = f"set the serio type of {path} (SPIOCSTYPE {SERIO_TYPES[entry.protocol]:#04x})"
@@ -344,6 +348,10 @@ class SerioManager:
             holder = ops.spawn_holder(fd)
         except OSError as exc:
             if fd is not None:
+                if exclusive:
+                    # Another process may hold the tty open and keep its flags past our close.
+                    with contextlib.suppress(OSError):
+                        ops.ioctl(fd, TIOCNXCL, b"")
                 self._close_fd(fd)
             hint = ""
             if "TIOCSETD" in step and exc.errno == errno.EINVAL:
