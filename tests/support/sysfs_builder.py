@@ -130,7 +130,8 @@ class SysfsBuilder:
         props = {"PCI_CLASS": f"{cls:X}", "PCI_ID": f"{vendor.upper()}:{device.upper()}",
                  "PCI_SLOT_NAME": address,
                  "MODALIAS": f"pci:v0000{vendor.upper()}d0000{device.upper()}sv00000000"
-                             f"sd00000000bc{cls >> 16:02X}sc{(cls >> 8) & 0xFF:02X}i{cls & 0xFF:02X}"}
+                             f"sd00000000bc{cls >> 16:02X}sc{(cls >> 8) & 0xFF:02X}"
+                             f"i{cls & 0xFF:02X}"}
         return self.device(host, address, "pci", props, driver=driver,
                            attrs={"vendor": f"0x{vendor}", "device": f"0x{device}",
                                   "class": f"0x{cls:06x}"})
@@ -148,7 +149,8 @@ class SysfsBuilder:
         if parent is None and not self.dir(base).exists():
             self.pci("0000:00:14.0", driver="xhci_hcd", cls=0x0C0330)
         devname = f"bus/usb/{busnum:03d}/{devnum:03d}"
-        props = {"DEVTYPE": "usb_device", "PRODUCT": f"{int(vendor, 16):x}/{int(product, 16):x}/100",
+        props = {"DEVTYPE": "usb_device",
+                 "PRODUCT": f"{int(vendor, 16):x}/{int(product, 16):x}/100",
                  "TYPE": f"{int(dev_class, 16)}/0/0", "BUSNUM": f"{busnum:03d}",
                  "DEVNUM": f"{devnum:03d}", "MAJOR": "189",
                  "MINOR": str((busnum - 1) * 128 + devnum - 1), "DEVNAME": devname}
@@ -157,7 +159,7 @@ class SysfsBuilder:
                                          "devnum": str(devnum),
                                          "dev": f"189:{(busnum - 1) * 128 + devnum - 1}"}
         if serial is not None:
-            attrs["serial"] = serial if isinstance(serial, bytes) else serial
+            attrs["serial"] = serial
         if manufacturer:
             attrs["manufacturer"] = manufacturer
         if product_name:
@@ -201,6 +203,7 @@ class SysfsBuilder:
         self.node(c, "sound", f"controlC{card}", 116, 2 + card * 32, devname=f"snd/controlC{card}")
         self.node(c, "sound", f"pcmC{card}D0p", 116, 3 + card * 32, devname=f"snd/pcmC{card}D0p")
         for j in range(jacks):
-            inp = self.device(c, f"input{20 + j}", "input")
-            self.node(inp, "input", f"event{20 + j}", 13, 84 + j, devname=f"input/event{20 + j}")
+            n = 20 + card * 8 + j  # one number per jack, as the kernel gives them
+            inp = self.device(c, f"input{n}", "input")
+            self.node(inp, "input", f"event{n}", 13, 64 + n, devname=f"input/event{n}")
         return hda

@@ -77,8 +77,10 @@ def parse_machine(doc: Any, origin: str = "machine") -> MachineSpec:
         if doc.get("kind") != "Machine":
             raise InputError(f"{origin}: kind is {doc.get('kind')!r}, expected Machine")
         spec = doc.get("spec") or {}
+    elif "spec" in doc and not {"modules", "serio"} & doc.keys():
+        spec = doc.get("spec") or {}  # a Machine without its type header
     else:
-        spec = doc
+        spec = doc  # just the spec
     if not isinstance(spec, dict):
         raise InputError(f"{origin}: spec must be a mapping")
     modules_raw = spec.get("modules") or []
@@ -122,7 +124,10 @@ def read_machine_file(path: Path) -> MachineSpec:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise InputError(f"machine file {path} is not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "parse error"
+        raise InputError(f"machine file {path} is not valid YAML{where}: {problem}") from exc
     return parse_machine(doc, str(path))
 
 

@@ -92,6 +92,8 @@ def clean_string(raw: bytes | str | None) -> str | None:
     if raw is None:
         return None
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    if text.isprintable() and "\ufffd" not in text and len(text) <= VALUE_MAX // 4:
+        return text.strip() or None  # the common case: short and clean
     text = "".join(ch if ch.isprintable() and ch != "\ufffd" else "?" for ch in text).strip()
     data = text.encode("utf-8", errors="replace")
     if len(data) > VALUE_MAX:
@@ -157,6 +159,7 @@ class _Policy:
         self.candidates: list[_Candidate] = []
         self.held: dict[str, tuple[DevNode, ...]] = {}
         self.hardware: dict[str, Hardware] = {}
+        self._interfaces: dict[str, list[Hardware]] | None = None
         self.console = set(snap.console)
         self.bluetooth = [d.path for d in snap.devices.values() if d.subsystem == "bluetooth"]
 
@@ -319,9 +322,15 @@ class _Policy:
         return ifaces[0].dev if ifaces else None
 
     def interfaces(self, usb_path: str) -> list[Hardware]:
-        return sorted((hw for hw in self.hardware.values()
-                       if hw.kind == "usb-interface" and hw.dev.parent_path == usb_path),
-                      key=lambda h: _interface_order(h.dev))
+        if self._interfaces is None:
+            by_parent: dict[str, list[Hardware]] = {}
+            for hw in self.hardware.values():
+                if hw.kind == "usb-interface":
+                    by_parent.setdefault(hw.dev.parent_path, []).append(hw)
+            for ifaces in by_parent.values():
+                ifaces.sort(key=lambda h: _interface_order(h.dev))
+            self._interfaces = by_parent
+        return self._interfaces.get(usb_path, [])
 
     # -- outcomes -----------------------------------------------------------------------------
 
@@ -403,14 +412,13 @@ class _Policy:
         self.publish_nodes(hw, roles)
 
     def decide_board(self, hw: Hardware, roles: frozenset[str] | None) -> None:
-        # Only board devices that own a node (or that a module could drive) are considered.
-        if not hw.dev.driver:
-            modalias = hw.dev.props.get("MODALIAS") or hw.dev.attr("modalias")
-            if hw.nodes or self.ctx.catalogs.candidates(modalias):
-                self.outcome(hw, NO_DRIVER)
-                self.add_unclaimed(hw)
-            return
+        # A board device is considered when it owns a device node (seed "What a node
+        # publishes"); the hundreds of firmware-described devices without one are not.
         if not hw.nodes:
+            return
+        if not hw.dev.driver:
+            self.outcome(hw, NO_DRIVER)
+            self.add_unclaimed(hw)
             return
         self.publish_nodes(hw, roles)
 
@@ -418,7 +426,7 @@ class _Policy:
                           roles: frozenset[str] | None) -> None:
         usb = hw.dev
         ifaces = self.interfaces(usb.path)
-        dev_class = (usb.attr("bDeviceClass") or "").lower()
+        dev_class = usb_device_class(usb)
         is_root = usb.name.startswith("usb")
         if is_root or dev_class == USB_HUB_CLASS or any(
                 usb_interface_class(i.dev) == int(USB_HUB_CLASS, 16) for i in ifaces):
@@ -531,7 +539,10 @@ class _Policy:
         for suffix, kind, nodes, extra, shareable in split(keep, serial_line):
             attrs = dict(base)
             attrs.update(extra)
-            delivered = tuple(nodes) + ((usbfs,) if usbfs is not None else ())
+            # The shared render half delivers its render node only (seed "Sharing"): usbfs has
+            # no arbitration contract, so it never reaches a device several claims hold.
+            extra_usbfs = (usbfs,) if usbfs is not None and not shareable else ()
+            delivered = tuple(nodes) + extra_usbfs
             self.candidates.append(_Candidate(hw, suffix, kind, delivered, attrs, shareable))
             names.append(device_name(hw.bus, hw.address, suffix))
         detail = ("dropped " + "; ".join(reserved)) if reserved else ""
@@ -677,6 +688,18 @@ def usb_ids(dev: SysDevice) -> tuple[str | None, str | None]:
             except ValueError:
                 pass
     return None, None
+
+
+def usb_device_class(dev: SysDevice) -> str:
+    """bDeviceClass as 2 hex digits, from the attribute or uevent's TYPE (decimal)."""
+    raw = dev.attr("bDeviceClass")
+    if raw:
+        return raw.lower().zfill(2)
+    kind = dev.props.get("TYPE", "")
+    try:
+        return f"{int(kind.split('/')[0]):02x}"
+    except ValueError:
+        return ""
 
 
 def usb_interface_class(dev: SysDevice) -> int | None:

@@ -25,10 +25,12 @@ from .model import DevNode, Snapshot, SysDevice
 log = logging.getLogger(__name__)
 
 BUSES = ("pci", "usb", "platform", "acpi", "pnp")
+BOARD_BUSES = ("platform", "acpi", "pnp")
 # Attributes read per kind of device (everything else comes from uevent).
-USB_DEVICE_ATTRS = ("idVendor", "idProduct", "bDeviceClass", "serial", "manufacturer", "product",
-                    "busnum", "devnum")
-USB_INTERFACE_ATTRS = ("bInterfaceClass", "bInterfaceNumber")
+# The rest of a USB device's identity is in its uevent (PRODUCT, TYPE, BUSNUM, DEVNUM) and an
+# interface's class in INTERFACE; only the descriptor strings need reading.
+USB_DEVICE_ATTRS = ("serial", "manufacturer", "product")
+USB_INTERFACE_ATTRS: tuple[str, ...] = ()
 PCI_FALLBACK_ATTRS = ("vendor", "device", "class", "modalias")
 
 
@@ -81,7 +83,7 @@ class _Walk:
         except OSError:
             return None
 
-    def load(self, path: str, node_type: str | None = None, extra: tuple[str, ...] = ()) -> None:
+    def load(self, path: str, node_type: str | None = None, subsystem: str | None = None) -> None:
         if path in self.devices:
             return
         raw = self.read(path + "/uevent")
@@ -95,9 +97,13 @@ class _Walk:
             key, sep, value = line.partition("=")
             if sep:
                 props[key] = value
-        subsystem = self.link_name(path + "/subsystem") or props.get("SUBSYSTEM")
-        driver = self.link_name(path + "/driver") or props.get("DRIVER")
-        names = list(extra)
+        # The kernel's uevent file carries DRIVER when one is bound, but never SUBSYSTEM: that
+        # comes from the index the device was found in, or from its subsystem link.
+        subsystem = subsystem or self.link_name(path + "/subsystem") or props.get("SUBSYSTEM")
+        driver = props.get("DRIVER")
+        if driver is None and subsystem in BUSES:
+            driver = self.link_name(path + "/driver")
+        names: list[str] = []
         if subsystem == "usb":
             is_iface = props.get("DEVTYPE") == "usb_interface" or ":" in path.rsplit("/", 1)[-1]
             names += USB_INTERFACE_ATTRS if is_iface else USB_DEVICE_ATTRS
@@ -125,17 +131,16 @@ class _Walk:
                 return None
             major, _, minor = dev.decode(errors="replace").strip().partition(":")
         name = props.get("DEVNAME")
-        if not name:
-            busnum = attrs.get("busnum")
-            devnum = attrs.get("devnum")
-            name = default_devname(subsystem, path.rsplit("/", 1)[-1], props,
-                                   busnum.decode() if busnum else None,
-                                   devnum.decode() if devnum else None)
+        busnum, devnum = attrs.get("busnum"), attrs.get("devnum")
         try:
             numbers = int(major), int(minor)
         except ValueError:
             self.problem(f"{path}: bad device number {major}:{minor}")
             return None
+        if not name:
+            name = default_devname(subsystem, path.rsplit("/", 1)[-1], props,
+                                   busnum.decode() if busnum else None,
+                                   devnum.decode() if devnum else None, numbers[0])
         if not name:
             return None
         kind = "b" if node_type == "b" else "c"
@@ -160,21 +165,39 @@ class _Walk:
 def read_sysfs(root: Path | str = "/sys") -> Snapshot:
     """One walk of the sysfs tree under ``root``."""
     walk = _Walk(Path(root))
-    # Device nodes first, so a usb_device is loaded with its node (usbfs) and its attributes.
+    index = {bus: set(walk.listdir(f"/bus/{bus}/devices")) for bus in BUSES}
+    # Device nodes first, so a usb_device is loaded with its node (usbfs) and its attributes. A
+    # virtual character device (tty1, null, loop-control) has no parent hardware and is never
+    # owned; virtual block devices are kept for the storage roles built on others (dm, md).
     for kind, node_type in (("char", "c"), ("block", "b")):
-        index = f"/dev/{kind}"
-        for entry in walk.listdir(index):
-            path = walk.resolve(f"{walk.root}{index}/{entry}")
+        entries = f"/dev/{kind}"
+        for entry in walk.listdir(entries):
+            path = walk.resolve(f"{walk.root}{entries}/{entry}")
+            if path is None or (node_type == "c" and path.startswith("/devices/virtual/")):
+                continue
+            walk.load(path, node_type)
+    for bus in ("pci", "usb"):
+        for entry in sorted(index[bus]):
+            path = walk.resolve(f"{walk.root}/bus/{bus}/devices/{entry}")
             if path is not None:
-                walk.load(path, node_type)
-    for bus in BUSES:
-        index = f"/bus/{bus}/devices"
-        for entry in walk.listdir(index):
-            path = walk.resolve(f"{walk.root}{index}/{entry}")
-            if path is not None:
-                walk.load(path)
+                walk.load(path, subsystem=bus)
     for entry in walk.listdir("/class/bluetooth"):
         path = walk.resolve(f"{walk.root}/class/bluetooth/{entry}")
         if path is not None:
             walk.load(path)
+    # Board devices matter as owners of nodes (decisions "Which hardware is considered"): only
+    # the ancestors of a node are looked up in the platform, ACPI and PNP indexes.
+    wanted: set[tuple[str, str]] = set()
+    for dev in list(walk.devices.values()):
+        if dev.node is None:
+            continue
+        for anc in dev.ancestors():
+            name = anc.rsplit("/", 1)[-1]
+            for bus in BOARD_BUSES:
+                if name in index[bus]:
+                    wanted.add((bus, name))
+    for bus, name in sorted(wanted):
+        path = walk.resolve(f"{walk.root}/bus/{bus}/devices/{name}")
+        if path is not None:
+            walk.load(path, subsystem=bus)
     return Snapshot(walk.devices, walk.console(), tuple(walk.problems))

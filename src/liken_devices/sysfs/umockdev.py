@@ -179,7 +179,8 @@ def _to_device(b: Block) -> SysDevice:
             busnum, devnum = attrs.get("busnum"), attrs.get("devnum")
             name = default_devname(subsystem, b.path.rsplit("/", 1)[-1], props,
                                    busnum.decode(errors="replace") if busnum else None,
-                                   devnum.decode(errors="replace") if devnum else None)
+                                   devnum.decode(errors="replace") if devnum else None,
+                                   int(major))
         if name:
             node = DevNode(name, "b" if subsystem == "block" else "c", int(major), int(minor))
     return SysDevice(b.path.rstrip("/"), subsystem, driver, props, attrs, node)
@@ -232,6 +233,8 @@ def materialize(text: str, root: Path, origin: str = "recording") -> None:
             props.setdefault("MINOR", str(dev.node.minor))
         if "DEVNAME" in props:
             props["DEVNAME"] = props["DEVNAME"].removeprefix("/dev/")
+        if dev.driver and dev.subsystem in BUS_SUBSYSTEMS:
+            props.setdefault("DRIVER", dev.driver)  # the kernel's uevent names a bound driver
         (d / "uevent").write_text("".join(f"{k}={v}\n" for k, v in props.items()
                                           if k != "SUBSYSTEM"))
         for key, value in dev.attrs.items():

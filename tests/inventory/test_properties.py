@@ -1,0 +1,235 @@
+"""Security invariants as properties, over generated machines and over every real recording.
+
+No claim ever receives the console, /dev/rtc0, a TPM node, a serio-attached tty, or a block
+device backing a storage role (any block device when the facts are unreadable); names are unique
+DNS labels of at most 63 characters; only the render half of a GPU is shareable, and it delivers
+render nodes only; every slice passes the validator.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from liken_devices import DRIVER
+from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, SerioEntry
+from liken_devices.inventory.policy import build_inventory, usb_ids
+from liken_devices.slices import devices_json, make_slice, validate_slice
+from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
+from liken_devices.sysfs.reader import read_sysfs
+from liken_devices.sysfs.umockdev import load_recording
+from tests.support.corpus import recording_params
+from tests.support.sysfs_builder import SysfsBuilder
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+TPM = re.compile(r"^tpm(rm)?\d+$")
+
+
+def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
+    delivered = [(d, n) for d in inv.devices for n in d.nodes]
+    console = set(snap.console)
+    roles = ctx.facts.role_partitions
+    serio_ttys = serio_lines(snap, ctx.machine)
+    for d, n in delivered:
+        assert n.name not in console, f"{d.name} delivers the console {n.path}"
+        assert n.name != "rtc0", f"{d.name} delivers /dev/rtc0"
+        assert not TPM.match(n.name.rsplit("/", 1)[-1]), f"{d.name} delivers TPM {n.path}"
+        assert n.name not in serio_ttys, f"{d.name} delivers serio-attached {n.path}"
+        if n.type == "b":
+            assert roles is not None, f"{d.name} delivers {n.path} with unreadable facts"
+            assert n.name.rsplit("/", 1)[-1] not in roles, f"{d.name} delivers role disk {n.path}"
+    role_devs = set()
+    if roles:
+        by_name = {x.node.name.rsplit("/", 1)[-1]: x for x in snap.devices.values()
+                   if x.node and x.node.type == "b"}
+        for r in roles:
+            if r in by_name:
+                role_devs.add(by_name[r].path)
+    for d in inv.devices:
+        # A disk that contains a role partition is never delivered either.
+        for n in d.nodes:
+            if n.type == "b":
+                disk = next((x for x in snap.devices.values() if x.node == n), None)
+                assert disk is None or not any(p.startswith(disk.path + "/") for p in role_devs)
+    names = [d.name for d in inv.devices]
+    assert len(names) == len(set(names)), "device names are not unique"
+    for name in names:
+        assert len(name) <= 63 and DNS_LABEL.match(name), name
+    for d in inv.devices:
+        if d.shareable:
+            assert d.attributes.get("renderNode") is True
+            assert all(n.name.rsplit("/", 1)[-1].startswith("renderD") for n in d.nodes), d
+    assert len(inv.devices) <= 128
+    obj = make_slice("node-1", DRIVER, devices_json(inv))
+    assert validate_slice(obj) == []
+
+
+def serio_lines(snap: Snapshot, machine: MachineSpec) -> set[str]:
+    out = set()
+    for dev in snap.devices.values():
+        if dev.subsystem == "usb" and dev.devtype == "usb_device" and \
+                any(usb_ids(dev) == (e.vendor, e.product) for e in machine.serio):
+                for x in snap.devices.values():
+                    # A line of the adapter's own interfaces, not of a device behind it.
+                    rest = x.path[len(dev.path) + 1:] if x.path.startswith(dev.path + "/") else ""
+                    if rest and ":" in rest.split("/")[0] and x.node and \
+                            x.node.name.startswith("ttyACM"):
+                        out.add(x.node.name)
+    return out
+
+
+# -- generated machines ---------------------------------------------------------------------------
+
+NODE_KINDS = ["card", "render", "i2c-dev", "drm_dp_aux_dev", "graphics", "sound", "jack", "input",
+              "tty", "block", "tpm", "tpmrm", "rtc", "hidraw", "misc", "cec", "video4linux"]
+
+
+def node_dev(parent: str, kind: str, i: int) -> SysDevice:
+    table = {
+        "card": ("drm", f"dri/card{i}", 226, i), "render": ("drm", f"dri/renderD{128 + i}", 226,
+                                                           128 + i),
+        "i2c-dev": ("i2c-dev", f"i2c-{i}", 89, i), "drm_dp_aux_dev": ("drm_dp_aux_dev",
+                                                                      f"drm_dp_aux{i}", 237, i),
+        "graphics": ("graphics", f"fb{i}", 29, i), "sound": ("sound", f"snd/pcmC{i}D0p", 116, i),
+        "jack": ("input", f"input/event{i}", 13, 64 + i), "input": ("input", f"input/event{i}",
+                                                                   13, 64 + i),
+        "tty": ("tty", f"ttyS{i}" if i % 2 else f"ttyACM{i}", 4, 64 + i),
+        "block": ("block", f"sd{'abcd'[i % 4]}{i % 3 or ''}", 8, i),
+        "tpm": ("tpm", f"tpm{i}", 10, 224), "tpmrm": ("tpmrm", f"tpmrm{i}", 253, i),
+        "rtc": ("rtc", f"rtc{i}", 250, i), "hidraw": ("hidraw", f"hidraw{i}", 240, i),
+        "misc": ("misc", f"misc{i}", 10, 100 + i), "cec": ("cec", f"cec{i}", 242, i),
+        "video4linux": ("video4linux", f"video{i}", 81, i),
+    }
+    sub, name, major, minor = table[kind]
+    short = name.rsplit("/", 1)[-1]
+    where = f"{parent}/sound/card{i}/{short}" if kind in ("sound", "jack") else \
+        f"{parent}/{sub}/{short}"
+    return SysDevice(where, sub, None, {}, node=DevNode(name, "b" if sub == "block" else "c",
+                                                        major, minor))
+
+
+@st.composite
+def machines(draw: st.DrawFn) -> tuple[Snapshot, Context]:
+    devs: dict[str, SysDevice] = {}
+    used: set[str] = set()
+
+    def add(n: SysDevice) -> None:
+        # A /dev name belongs to one device at a time.
+        assert n.node is not None
+        if n.node.name not in used and n.path not in devs:
+            used.add(n.node.name)
+            devs[n.path] = n
+
+    nodes = st.lists(st.tuples(st.sampled_from(NODE_KINDS), st.integers(0, 3)), max_size=5)
+    drivers = st.sampled_from([None, "drv", "drv"])
+    for i in range(draw(st.integers(0, 5))):
+        path = f"/devices/pci0000:00/0000:00:{i:02x}.0"
+        cls = draw(st.sampled_from([0x030000, 0x040300, 0x060400, 0x010802, 0x0C0330, 0x020000]))
+        devs[path] = SysDevice(path, "pci", draw(drivers), {"PCI_CLASS": f"{cls:X}",
+                                                           "PCI_ID": "8086:1234"})
+        for kind, idx in draw(nodes):
+            add(node_dev(path, kind, idx))
+    usb_serio: list[SerioEntry] = []
+    for u in range(draw(st.integers(0, 3))):
+        upath = f"/devices/pci0000:00/0000:00:14.0/usb1/1-{u + 1}"
+        vendor, product = draw(st.sampled_from([("2548", "1002"), ("1234", "5678"),
+                                                ("8087", "0026")]))
+        devs[upath] = SysDevice(upath, "usb", "usb", {"DEVTYPE": "usb_device"},
+                                {"idVendor": vendor.encode(), "idProduct": product.encode(),
+                                 "bDeviceClass": draw(st.sampled_from([b"00", b"09"]))},
+                                DevNode(f"bus/usb/001/{u + 2:03d}", "c", 189, u + 1))
+        if draw(st.booleans()):
+            usb_serio.append(SerioEntry("pulse8-cec", vendor, product))
+        for k in range(draw(st.integers(0, 3))):
+            ipath = f"{upath}/1-{u + 1}:1.{k}"
+            drv = draw(st.sampled_from([None, "usbhid", "btusb", "usbfs", "cdc_acm", "hub"]))
+            devs[ipath] = SysDevice(ipath, "usb", drv, {"DEVTYPE": "usb_interface",
+                                                        "INTERFACE": "3/0/0"})
+            if drv == "btusb" and draw(st.booleans()):
+                hci = f"{ipath}/bluetooth/hci{k}"
+                devs[hci] = SysDevice(hci, "bluetooth", None, {})
+                add(node_dev(hci, "hidraw", k))
+            for kind, idx in draw(nodes):
+                add(node_dev(ipath, kind, idx))
+    for p in range(draw(st.integers(0, 3))):
+        path = f"/devices/platform/board.{p}"
+        devs[path] = SysDevice(path, "platform", draw(drivers), {"MODALIAS": f"platform:b{p}"})
+        for kind, idx in draw(nodes):
+            add(node_dev(path, kind, idx))
+    ttys = sorted({d.node.name for d in devs.values() if d.node and d.subsystem == "tty"})
+    console = tuple(draw(st.lists(st.sampled_from(ttys), max_size=2, unique=True))) if ttys \
+        else ()
+    blocks = sorted({d.node.name for d in devs.values() if d.node and d.node.type == "b"})
+    roles: frozenset[str] | None
+    if draw(st.booleans()) and blocks:
+        roles = frozenset(draw(st.lists(st.sampled_from(blocks), max_size=3)))
+    else:
+        roles = draw(st.sampled_from([None, frozenset()]))
+    modules = ("uhid",) if draw(st.booleans()) else ()
+    ctx = Context(Facts(roles, None if roles is not None else "unreadable"),
+                  MachineSpec(modules, tuple(usb_serio)))
+    return Snapshot(devs, console), ctx
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(machines())
+def test_invariants_hold_for_generated_machines(machine: tuple[Snapshot, Context]) -> None:
+    snap, ctx = machine
+    check_invariants(snap, ctx, build_inventory(snap, ctx))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(["gpu", "hda", "hid", "bt", "tpm", "rtc", "disk"]), max_size=6),
+       st.booleans())
+def test_invariants_hold_for_generated_trees_on_disk(tmp_path_factory: pytest.TempPathFactory,
+                                                    parts: list[str], facts: bool) -> None:
+    root = tmp_path_factory.mktemp("sys")
+    b = SysfsBuilder(root)
+    for i, part in enumerate(parts):
+        if part == "gpu":
+            b.gpu(f"0000:0{i}:00.0", card=i, render=128 + i)
+        elif part == "hda":
+            b.hda(f"0000:00:1f.{i}", card=i)
+        elif part == "hid":
+            usb = b.usb_device(f"1-{i + 1}", devnum=i + 2)
+            iface = b.usb_interface(usb, driver="usbhid", cls=3)
+            b.node(iface, "hidraw", f"hidraw{i}", 240, i, subdir="hidraw")
+        elif part == "bt":
+            usb = b.usb_device(f"2-{i + 1}", busnum=2, devnum=i + 2)
+            iface = b.usb_interface(usb, driver="btusb", cls=0xE0)
+            b.device(iface, f"hci{i}", "bluetooth", subdir="bluetooth")
+        elif part == "tpm":
+            t = b.board("platform", f"MSFT0101:0{i}", driver="tpm_crb")
+            b.node(t, "tpm", f"tpm{i}", 10, 224, subdir="tpm")
+        elif part == "rtc":
+            r = b.board("pnp", f"00:0{i}", driver="rtc_cmos")
+            b.node(r, "rtc", "rtc0", 250, 0, subdir="rtc")
+        elif part == "disk":
+            s = b.pci(f"0000:00:17.{i}", driver="ahci", cls=0x010601)
+            d = b.node(s, "block", f"sd{'abcdefg'[i]}", 8, 16 * i, block=True, subdir="block")
+            b.node(d, "block", f"sd{'abcdefg'[i]}1", 8, 16 * i + 1, block=True)
+    snap = read_sysfs(root)
+    roles = frozenset({"sda1", "sdc1"}) if facts else None
+    ctx = Context(Facts(roles, None if facts else "unreadable"))
+    check_invariants(snap, ctx, build_inventory(snap, ctx))
+
+
+# -- every real recording ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", recording_params())
+def test_invariants_hold_for_every_recording(path: Path) -> None:
+    snap = load_recording(path)
+    blocks = sorted(d.node.name for d in snap.devices.values() if d.node and d.node.type == "b")
+    usbs = [d for d in snap.devices.values() if d.subsystem == "usb" and d.devtype == "usb_device"]
+    serio = tuple(SerioEntry("pulse8-cec", *usb_ids(u)) for u in usbs[:2]  # type: ignore[arg-type]
+                  if all(usb_ids(u)))
+    for roles in (None, frozenset(), frozenset(blocks[::2])):
+        ctx = Context(Facts(roles, None if roles is not None else "unreadable"),
+                      MachineSpec(("uhid",), serio))
+        check_invariants(snap, ctx, build_inventory(snap, ctx))

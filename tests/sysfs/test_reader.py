@@ -1,0 +1,83 @@
+"""The sysfs reader: what it reads, and how it survives a tree that changes under it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from liken_devices.sysfs.model import DevNode
+from liken_devices.sysfs.reader import read_sysfs
+from tests.support.sysfs_builder import SysfsBuilder
+
+
+def test_reads_bus_devices_nodes_drivers_and_modaliases(tmp_path: Path) -> None:
+    b = SysfsBuilder(tmp_path)
+    gpu = b.gpu()
+    snap = read_sysfs(tmp_path)
+    dev = snap.devices[gpu.path]
+    assert dev.subsystem == "pci" and dev.driver == "i915"
+    assert dev.props["MODALIAS"].startswith("pci:v00008086")
+    render = snap.devices[gpu.path + "/drm/renderD128"]
+    assert render.node == DevNode("dri/renderD128", "c", 226, 128)
+    assert render.subsystem == "drm"
+    assert snap.problems == ()
+
+
+def test_node_name_falls_back_to_dev_file_and_kernel_default(tmp_path: Path) -> None:
+    """Old kernels give only `dev`; the name then follows the class's default."""
+    b = SysfsBuilder(tmp_path)
+    hda = b.pci("0000:00:1b.0", driver="snd_hda_intel", cls=0x040300)
+    d = b.dir(hda) / "sound" / "card0" / "pcmC0D0p"
+    d.mkdir(parents=True)
+    (d / "dev").write_text("116:3\n")
+    (d / "uevent").write_text("")
+    os.symlink(os.path.relpath(tmp_path / "class" / "sound", d), d / "subsystem")
+    os.symlink(os.path.relpath(d, tmp_path / "dev" / "char"), tmp_path / "dev/char/116:3")
+    snap = read_sysfs(tmp_path)
+    assert snap.devices[hda.path + "/sound/card0/pcmC0D0p"].node == \
+        DevNode("snd/pcmC0D0p", "c", 116, 3)
+
+
+def test_device_vanishing_mid_walk_is_skipped_and_logged(tmp_path: Path) -> None:
+    """A directory that vanishes between the index and the read: skipped, never a crash."""
+    b = SysfsBuilder(tmp_path)
+    b.gpu()
+    gone = tmp_path / "devices/pci0000:00/0000:00:09.0"
+    os.symlink(os.path.relpath(gone, tmp_path / "bus/pci/devices"),
+               tmp_path / "bus/pci/devices/0000:00:09.0")
+    snap = read_sysfs(tmp_path)
+    assert "/devices/pci0000:00/0000:00:09.0" not in snap.devices
+    assert any("vanished" in p for p in snap.problems)
+    assert "/devices/pci0000:00/0000:00:02.0" in snap.devices
+
+
+def test_unreadable_attribute_is_left_out_and_logged(tmp_path: Path) -> None:
+    """An attribute that cannot be read (EISDIR here; EIO on real sysfs) is left out."""
+    b = SysfsBuilder(tmp_path)
+    usb = b.usb_device("1-2", serial="S1")
+    (b.dir(usb) / "serial").unlink()
+    (b.dir(usb) / "serial").mkdir()
+    snap = read_sysfs(tmp_path)
+    assert "serial" not in snap.devices[usb.path].attrs
+    assert any("serial" in p for p in snap.problems)
+
+
+def test_odd_bytes_in_serial_are_kept_raw_for_the_policy(tmp_path: Path) -> None:
+    b = SysfsBuilder(tmp_path)
+    usb = b.usb_device("1-2", serial=b"\xff\x00abc")
+    snap = read_sysfs(tmp_path)
+    assert snap.devices[usb.path].attrs["serial"] == b"\xff\x00abc"
+    assert snap.devices[usb.path].attr("serial") == "\ufffd\x00abc"
+
+
+def test_missing_root_gives_an_empty_snapshot(tmp_path: Path) -> None:
+    snap = read_sysfs(tmp_path / "nope")
+    assert snap.devices == {}
+
+
+@pytest.mark.skipif(not Path("/sys/devices").is_dir(), reason="no sysfs")
+def test_reads_this_machine(tmp_path: Path) -> None:
+    snap = read_sysfs("/sys")
+    assert any(d.subsystem == "pci" for d in snap.devices.values()) or snap.devices

@@ -1,0 +1,151 @@
+"""The liken-devices commands: scan, deliveries, explain, report, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from liken_devices.cli import main
+from liken_devices.slices import validate_slice
+from tests.support.corpus import recording
+from tests.support.sysfs_builder import SysfsBuilder
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> list[str]:
+    b = SysfsBuilder(tmp_path / "sys")
+    b.gpu()
+    b.hda()
+    b.pci("0000:00:14.3", vendor="8086", device="51f0", cls=0x028000)  # wifi, no driver
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "modules.alias").write_text("alias pci:v00008086d000051F0sv*sd*bc*sc*i* iwlwifi\n")
+    facts = tmp_path / "facts"
+    (facts / "storage" / "root").mkdir(parents=True)
+    (facts / "storage" / "root" / "device").write_text("nvme0n1p3\n")
+    return ["--sysfs", str(tmp_path / "sys"), "--facts", str(facts), "--modules-dir", str(mods),
+            "--hwdata-dir", str(tmp_path / "hw"), "--node", "mini-1"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_scan_prints_a_valid_slice(capsys: pytest.CaptureFixture[str], machine: list[str]) -> None:
+    code, out, _ = run(capsys, "scan", *machine)
+    assert code == 0
+    obj = yaml.safe_load(out)
+    assert obj["metadata"]["name"] == "mini-1-liken.sh"
+    assert [d["name"] for d in obj["spec"]["devices"]] == [
+        "pci-0000-00-02-0", "pci-0000-00-02-0-display", "pci-0000-00-1f-3"]
+    assert validate_slice(obj) == []
+    code, out_json, _ = run(capsys, "scan", "-o", "json", *machine)
+    assert json.loads(out_json) == obj
+
+
+def test_scan_table_is_for_people(capsys: pytest.CaptureFixture[str], machine: list[str]) -> None:
+    _code, out, _ = run(capsys, "scan", "-o", "table", *machine)
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["NAME", "SUBSYSTEM", "DRIVER"]
+    assert any(line.startswith("pci-0000-00-02-0 ") and " yes " in line for line in lines)
+
+
+def test_deliveries_json(capsys: pytest.CaptureFixture[str], machine: list[str]) -> None:
+    _code, out, _ = run(capsys, "deliveries", "-o", "json", *machine)
+    obj = json.loads(out)
+    assert obj["pci-0000-00-02-0"] == [{"path": "/dev/dri/renderD128", "type": "c",
+                                        "major": 226, "minor": 128}]
+    assert {"path": "/dev/snd/controlC0", "type": "c", "major": 116, "minor": 2} in \
+        obj["pci-0000-00-1f-3"]
+
+
+def test_explain_gives_every_outcome(capsys: pytest.CaptureFixture[str],
+                                     machine: list[str]) -> None:
+    code, out, _ = run(capsys, "explain", "-o", "json", *machine)
+    assert code == 0
+    obj = json.loads(out)
+    by_addr = {h["address"]: h for h in obj["hardware"]}
+    assert by_addr["0000:00:14.3"]["reason"] == "no driver"
+    assert by_addr["0000:00:02.0"]["devices"] == ["pci-0000-00-02-0", "pci-0000-00-02-0-display"]
+    [u] = obj["unclaimed"]
+    assert u["candidates"] == ["iwlwifi"] and "iwlwifi" in u["message"]
+    _code, text, _ = run(capsys, "explain", *machine)
+    assert "0000:00:14.3 [no driver]: not published: no driver" in text
+    assert "declare iwlwifi in spec.modules" in text
+
+
+def test_report_is_a_machine_ready_to_uncomment(capsys: pytest.CaptureFixture[str],
+                                                machine: list[str]) -> None:
+    _code, out, _ = run(capsys, "report", *machine)
+    doc = yaml.safe_load(out)
+    assert doc["apiVersion"] == "liken.sh/v1alpha1" and doc["kind"] == "Machine"
+    assert doc["metadata"]["name"] == "mini-1"
+    assert "  # pci 0000:00:14.3" in out and "  # - iwlwifi" in out
+    uncommented = out.replace("  # - iwlwifi", "  - iwlwifi")
+    assert yaml.safe_load(uncommented)["spec"]["modules"] == ["iwlwifi"]
+
+
+def test_report_keeps_declared_modules(capsys: pytest.CaptureFixture[str], machine: list[str],
+                                       tmp_path: Path) -> None:
+    m = tmp_path / "machine.yaml"
+    m.write_text("spec:\n  modules: [uhid]\n  serio:\n  - {protocol: pulse8-cec, vendor: '2548',"
+                 " product: '1002'}\n")
+    _code, out, _ = run(capsys, "report", "--machine", str(m), *machine)
+    doc = yaml.safe_load(out)
+    assert doc["spec"]["modules"] == ["uhid"]
+    assert doc["spec"]["serio"] == [{"protocol": "pulse8-cec", "vendor": "2548",
+                                     "product": "1002"}]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--sysfs", "/nonexistent-root"], "has no devices/ directory"),
+    (["--recording", "/nonexistent.umockdev"], "does not exist"),
+])
+def test_bad_input_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], args: list[str],
+                                         needle: str) -> None:
+    code, out, err = run(capsys, "scan", *args)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and needle in err
+
+
+@pytest.mark.parametrize("content", [
+    "spec: [not, a, mapping]\n",
+    "kind: Pod\nspec: {}\n",
+    "spec:\n  modules: ['../../evil.ko']\n",
+    "spec:\n  modules: ['-o option']\n",
+    "spec:\n  serio: [{protocol: other, vendor: '2548', product: '1002'}]\n",
+    "spec:\n  serio: [{protocol: pulse8-cec, vendor: 'xyz', product: '1002'}]\n",
+    "spec: {modules: [\n",
+])
+def test_malformed_machine_file_exits_2(capsys: pytest.CaptureFixture[str], machine: list[str],
+                                       tmp_path: Path, content: str) -> None:
+    m = tmp_path / "bad.yaml"
+    m.write_text(content)
+    code, out, err = run(capsys, "scan", "--machine", str(m), *machine)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and str(m) in err
+
+
+def test_recording_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rec = recording("mir-standard-drm-devices.umockdev")
+    code, out, _ = run(capsys, "scan", "--recording", str(rec), "--node", "n",
+                       "--facts", str(tmp_path))
+    names = [d["name"] for d in yaml.safe_load(out)["spec"]["devices"]]
+    assert code == 0 and any(n.endswith("-display") for n in names)
+
+
+def test_console_script_and_help() -> None:
+    exe = Path(sys.executable).with_name("liken-devices")
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True).stdout
+    for cmd in ("scan", "deliveries", "explain", "report"):
+        assert cmd in out
+    out = subprocess.run([str(exe), "scan", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "--recording" in out and "--machine" in out and "-o" in out
