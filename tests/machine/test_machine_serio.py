@@ -397,3 +397,21 @@ def test_machine_side_serio_fragment_and_close(tmp_path: Path, ptys: list[Pty]) 
     side.close()
     assert ops.holders[0].poll() is not None
     assert side.serio.held() == []
+
+
+def test_two_entries_matching_one_line(tmp_path: Path, ptys: list[Pty]) -> None:
+    """A line is attached once: a second entry matching the same tty is Failed, not attached."""
+    pty = new_pty(ptys)
+    plug(tmp_path, "ttyACM0", pty)
+    ops = Recorder(fake_serio=True)
+    mgr = SerioManager(ops, dev_root=tmp_path)
+    other = SerioEntry("rainshadow-cec", "2548", "1002")
+    snap = Snapshot(adapter_devices("1-2", "ttyACM0", pty, "2548", "1002", None, 5))
+    try:
+        rows = mgr.apply((PULSE8, other), snap)
+        assert [(r["protocol"], r["state"]) for r in rows] == [("pulse8-cec", "Attached"),
+                                                               ("rainshadow-cec", "Failed")]
+        assert "already attached for the entry pulse8-cec 2548:1002" in rows[1]["message"]
+        assert mgr.attach_calls == 1
+    finally:
+        mgr.close()

@@ -277,8 +277,14 @@ class SerioManager:
                         del self._lines[key]
                 self._entries = entries
             wanted: dict[tuple[SerioEntry, str], Adapter] = {}
+            owner: dict[str, SerioEntry] = {}  # tty path -> the first entry that matched it
+            doubles: list[tuple[SerioEntry, Adapter]] = []
             for entry in entries:
                 for adapter in find_adapters(entry, snapshot, self.dev_root):
+                    if adapter.tty_path in owner:
+                        doubles.append((entry, adapter))  # one line speaks one protocol
+                        continue
+                    owner[adapter.tty_path] = entry
                     wanted[(entry, adapter.tty_path)] = adapter
             for key, held in list(self._lines.items()):
                 seen = wanted.get(key)
@@ -288,7 +294,14 @@ class SerioManager:
             rows: list[dict[str, str]] = []
             for entry in entries:
                 keys = [k for k in wanted if k[0] == entry]
-                if not keys:
+                mine = [a for e, a in doubles if e == entry]
+                for adapter in mine:
+                    first = owner[adapter.tty_path]
+                    rows.append(_row(entry, adapter.tty, "Failed",
+                                     f"/dev/{adapter.tty} is already attached for the entry "
+                                     f"{first.protocol} {first.vendor}:{first.product}; a line "
+                                     "is attached once, with one protocol"))
+                if not keys and not mine:
                     rows.append(_row(entry, None, "Waiting", self._absent(entry)))
                 for key in keys:
                     line = self._lines.get(key)
