@@ -253,6 +253,8 @@ class FakeApiServer:
         # (time.monotonic(), plural, ADDED|MODIFIED|DELETED, name) of every stored change: the
         # clock is the system's monotonic one, comparable with another process's.
         self.changes: list[tuple[float, str, str, str]] = []
+        # (RBAC verb, resource[/subresource]) of every routed request, to check a ClusterRole.
+        self.verbs: list[tuple[str, str]] = []
         self._lock = threading.RLock()
         self._objects: dict[tuple[str, str | None, str], JSON] = {}
         self._managed: dict[tuple[str, str | None, str], dict[str, set[tuple[str, ...]]]] = {}
@@ -602,6 +604,7 @@ class FakeApiServer:
         if route is None:
             raise ApiFailure(404, f"the server could not find the requested resource ({path})")
         plural, namespace, name, sub = route
+        self.verbs.append((_verb(method, name, query), plural + (f"/{sub}" if sub else "")))
         if method == "GET" and name is None:
             if query.get("watch") in ("true", "1"):
                 return 200, self._watch(plural, namespace, query), {}
@@ -789,6 +792,8 @@ class FakeApiServer:
         managed[manager] = set(paths)
         if "name" not in new.get("metadata", {}):
             new.setdefault("metadata", {})["name"] = key[2]
+        if old is None:  # an apply that creates is authorized as a create too
+            self.verbs.append(("create", plural))
         return self._store_write(plural, key, new, old, sub)
 
     def _delete(self, plural: str, namespace: str | None, name: str, body: bytes) -> JSON:
@@ -860,6 +865,17 @@ def _selected(obj: JSON, namespace: str | None, selector: dict[str, str]) -> boo
         if (value if value is not _MISSING else "") != v:
             return False
     return True
+
+
+def _verb(method: str, name: str | None, query: dict[str, str]) -> str:
+    """The RBAC verb the API server's authorizer would check for this request."""
+    if method == "GET":
+        if name is not None:
+            return "get"
+        return "watch" if query.get("watch") in ("true", "1") else "list"
+    if method == "DELETE":
+        return "delete" if name is not None else "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
 
 
 def _route(path: str) -> tuple[str, str | None, str | None, str | None] | None:

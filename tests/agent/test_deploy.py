@@ -1,0 +1,110 @@
+"""The manifests in deploy/liken-devices/ are valid objects, and the ClusterRole grants every
+request the agent makes, and nothing it does not (issue 4, "Deploy": RBAC scoped to what it
+touches)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from liken_devices.agent.cli import assemble
+from liken_devices.cli import build_parser
+from tests.support.fakeapi import FakeApiServer
+
+from .node import FixtureNode, is_root, synthetic_uevent
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "liken-devices"
+
+
+def documents() -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted(DEPLOY.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+def test_manifests_are_valid_objects() -> None:
+    kinds = []
+    for doc in documents():
+        kubernetes_validate.validate(doc, "1.34", strict=True)
+        kinds.append(doc["kind"])
+    assert sorted(kinds) == sorted(["Namespace", "CustomResourceDefinition", "ServiceAccount",
+                                    "ClusterRole", "ClusterRoleBinding", "DaemonSet"])
+    listed = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    assert sorted(listed) == sorted(p.name for p in DEPLOY.glob("*.yaml")
+                                    if p.name != "kustomization.yaml")
+
+
+def test_daemonset_mounts_what_the_agent_reads() -> None:
+    ds = next(d for d in documents() if d["kind"] == "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True  # the kernel's uevents reach the host's netns only
+    (container,) = pod["containers"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/sys"]["readOnly"] is True
+    for path in ("/dev", "/var/lib/kubelet/plugins/liken.sh", "/var/lib/kubelet/plugins_registry",
+                 "/var/run/cdi", "/lib/modules", "/run/liken"):
+        assert path in mounts, path
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    # Facts: a host without them must show no facts directory (an empty one means "no roles").
+    assert volumes[mounts["/run/liken"]["name"]]["hostPath"]["path"] == "/run/liken"
+    assert container["args"][0] == "run"
+    assert pod["serviceAccountName"] == "liken-devices"
+
+
+def granted() -> set[tuple[str, str]]:
+    role = next(d for d in documents() if d["kind"] == "ClusterRole")
+    out = set()
+    for rule in role["rules"]:
+        for res in rule["resources"]:
+            for verb in rule["verbs"]:
+                out.add((verb, res))
+    return out
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not is_root(), reason="real uevents")
+def test_cluster_role_grants_exactly_what_the_agent_uses(tmp_path: Path) -> None:
+    api = FakeApiServer().start()
+    try:
+        name = "rbac-node"
+        api.add_node(name)
+        api.add_machine(name, {})
+        node = FixtureNode(tmp_path / "node")
+        args = build_parser().parse_args([
+            "run", "--node", name, *node.args(), "--kubeconfig",
+            str(api.write_kubeconfig(tmp_path / "kubeconfig")), "--console",
+            str(tmp_path / "console"), "--no-machine-side", "--cdi-dir", str(tmp_path / "cdi"),
+            "--state-dir", str(tmp_path / "state"), "--plugin-dir", str(tmp_path / "plugin"),
+            "--registry-dir", str(tmp_path / "registry")])
+        built = assemble(args)
+        t = threading.Thread(target=built.agent.run, daemon=True)
+        t.start()
+        try:
+            assert built.agent.ready.wait(15)
+            api.wait_for(lambda: all(w.connected.is_set() for w in built.agent._watches))
+            node.plug_usb(2)
+            synthetic_uevent("add")
+            api.wait_for(lambda: ("patch", "resourceslices") in api.verbs
+                         and api.verbs.count(("patch", "resourceslices")) >= 2)
+            # The embedded plugin reads a claim when the kubelet prepares it.
+            claim = api.add_claim("ns", "c", results=[{"device": "usb-1-2-1-0"}], node=name)
+            from liken_devices.plugin.claims import fetch_results
+
+            fetch_results(built.client, "ns", "c", claim["metadata"]["uid"], name)
+        finally:
+            built.agent.request_stop()
+            t.join(10)
+            built.close()
+    finally:
+        api.stop()
+    used = {(verb, res) for verb, res in api.verbs}
+    assert used <= granted(), f"not granted: {sorted(used - granted())}"
+    assert granted() <= used, f"granted but never used: {sorted(granted() - used)}"
