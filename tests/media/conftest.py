@@ -18,9 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.corpus import VAINFO
+
 NATIVE = Path(__file__).parent / "native"
 CAPS = Path(__file__).parent / "caps"
-VAINFO_DIR = Path(os.environ.get("LIKEN_VAINFO_DIR", "/work/shared/vainfo"))
+# The real vainfo dumps (shared/vainfo beside the checkout, as tests/support/corpus.py finds it).
+VAINFO_DIR = Path(os.environ.get("LIKEN_VAINFO_DIR", str(VAINFO)))
 
 
 @dataclass(frozen=True)

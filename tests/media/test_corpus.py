@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from liken_devices.media.capabilities import capability_flags
+from liken_devices.media.capabilities import NAMES, capability_flags
 from liken_devices.media.probe import probe_node
+from tests.support.corpus import recording
 
-from .conftest import VAINFO_DIR, FakeGPUs
+from .conftest import CAPS, VAINFO_DIR, FakeGPUs
 from .vainfo_dump import PartialDump, caps_from_vainfo, is_caps_file
 
 DECODE_ALL = {"decodeH264", "decodeHEVCMain", "decodeHEVCMain10", "decodeVP9",
@@ -117,3 +118,50 @@ def test_all_dump_replays_8bit_only_av1(gpus: FakeGPUs) -> None:
     result = probe_node(gpus.add(128, caps_from_vainfo(text)), 5.0, gpus.env)
     flags = capability_flags(result.raw)
     assert flags["decodeAV1Main"] and not flags["decodeAV1Main10"]
+
+
+def _scan_recording(gpus: FakeGPUs, name: str, capsys: pytest.CaptureFixture[str]) -> dict[
+        str, dict[str, object]]:
+    import json
+
+    from liken_devices.media.cli import main
+
+    rec = recording(name)
+    assert main(["scan", "--recording", str(rec), "--facts", "/nonexistent", "--dev",
+                 str(gpus.dev), "--node", "rec", "-o", "json", "--timeout", "5"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    return {d["name"]: {k: next(iter(v.values())) for k, v in d["attributes"].items()}
+            for d in obj["spec"]["devices"]}
+
+
+def test_recording_kaby_lake_g(fake_env: FakeGPUs, capsys: pytest.CaptureFixture[str]) -> None:
+    # A real recording with two GPUs (Intel HD 630 on i915, AMD Polaris 22 on amdgpu), each
+    # render node answered by its generation's capability list.
+    kbl = VAINFO_DIR / "vaapi-fits" / "vaapifits-KBL.txt"
+    if not kbl.is_file():
+        pytest.skip(f"{kbl} is absent")
+    fake_env.add(128, kbl)
+    fake_env.add(129, CAPS / "amd-polaris-mesa.txt")
+    devices = _scan_recording(fake_env, "mir-standard-drm-devices.umockdev", capsys)
+    intel, amd = devices["pci-0000-00-02-0"], devices["pci-0000-01-00-0"]
+    assert (intel["driver"], intel["product"], amd["driver"], amd["vendor"]) == (
+        "i915", "591b", "amdgpu", "1002")
+    assert intel["resource.kubernetes.io/pciBusID"] == "0000:00:02.0"
+    assert {n for n in NAMES if intel[n]} == EXPECTED["vaapi-fits/vaapifits-KBL.txt"]
+    assert amd["encodeH264"] is True and amd["decodeVP9"] is False
+    assert str(intel["vaDriver"]).startswith("Intel iHD driver")
+
+
+def test_recording_bay_trail(fake_env: FakeGPUs, capsys: pytest.CaptureFixture[str]) -> None:
+    # A real Bay Trail NUC recording (8086:0f31) replaying a real Bay Trail i965 dump.
+    name = "intel-byt-baytrail-i965-2.4.1.txt"
+    dump = VAINFO_DIR / name
+    if not dump.is_file():
+        pytest.skip(f"{dump} is absent")
+    fake_env.add(128, caps_from_vainfo(dump.read_text()) + EXTRA[name])
+    devices = _scan_recording(fake_env, "udevdb-only/checkbox-intel-nuc-snappy-udevdb.umockdev",
+                              capsys)
+    byt = devices["pci-0000-00-02-0"]
+    assert byt["product"] == "0f31"
+    assert {n for n in NAMES if byt[n]} == EXPECTED[name]
+    assert byt["vaDriver"] == "Intel i965 driver for Intel(R) Bay Trail - 2.4.1"
