@@ -243,3 +243,50 @@ def test_default_timeout_is_twenty_seconds(gpus: FakeGPUs) -> None:
     elapsed = time.monotonic() - start
     assert result.error == "timed out after 20 s"
     assert 20.0 <= elapsed < 23.0
+
+
+# The same query with no LD_PRELOAD at all: in a private mount namespace the node is /dev/null
+# bind-mounted over the fake node, and libdrm's view of sysfs holds only /sys/dev/char/1:3/
+# device/drm (reference/libva.md 3.2), so the real libdrm itself accepts the fd.
+NAMESPACE_SCRIPT = """set -e
+for last in "$@"; do :; done
+mount --bind /dev/null "$last"
+mount -t tmpfs none /sys/dev/char
+mkdir -p /sys/dev/char/1:3/device/drm
+exec "$@"
+"""
+
+
+@pytest.mark.root
+def test_namespace_node_without_preload(gpus: FakeGPUs) -> None:
+    import os
+    import shutil
+
+    from liken_devices.media.probe import child_command
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1)")
+    node = gpus.add(128, CAPS / "amd-rdna2-mesa.txt")
+    env = {k: v for k, v in gpus.env.items() if k not in ("LD_PRELOAD", "VAFAKE_DRM_PREFIX")}
+    command = ["unshare", "-m", "--propagation", "private", "sh", "-c", NAMESPACE_SCRIPT, "sh",
+               *child_command()]
+    result = probe_node(node, SHORT, env, command)
+    assert result.error is None, (result.error, result.stderr)
+    assert capability_flags(result.raw)["decodeAV1Main10"]
+    assert not Path("/sys/dev/char/1:3/device/drm").exists()  # the host's sysfs is untouched
+
+
+def test_kernel_driver_name_picks_the_va_driver(gpus: FakeGPUs, tmp_path: Path) -> None:
+    # As in production (no LIBVA_DRIVER_NAME): libva maps the kernel driver's name from
+    # drmGetVersion to VA driver names, i915 -> iHD first (libva.md 3.1). The shim answers
+    # "i915", and the fake driver is installed under iHD's file name.
+    drivers = tmp_path / "dri"
+    drivers.mkdir()
+    (drivers / "iHD_drv_video.so").symlink_to(gpus.build.driver_dir / "vafake_drv_video.so")
+    node = gpus.add(128, CAPS / "intel-dg2-ihd.txt")
+    env = {k: v for k, v in gpus.env.items() if k != "LIBVA_DRIVER_NAME"}
+    env |= {"VAFAKE_DRM_NAME": "i915", "LIBVA_DRIVERS_PATH": str(drivers)}
+    result = probe_node(node, SHORT, env)
+    assert result.error is None, (result.error, result.messages)
+    assert any("iHD_drv_video.so" in m for m in result.messages)
+    assert capability_flags(result.raw)["encodeHEVCMain10LowPower"]

@@ -78,9 +78,6 @@ def probe_node(node: str, timeout: float = DEFAULT_TIMEOUT,
                 proc.communicate(timeout=REAP_GRACE)
             return ProbeResult(node, None, f"timed out after {timeout:g} s",
                                stderr=_tail(err), seconds=time.monotonic() - start)
-        finally:
-            if proc.stdout is not None and proc.returncode is not None:
-                proc.stdout.close()
         elapsed = time.monotonic() - start
         stderr = _tail(err)
     rc = proc.returncode
