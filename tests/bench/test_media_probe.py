@@ -37,6 +37,6 @@ def machine(root: Path, build: VaBuild, count: int) -> tuple[FakeGPUs, list[str]
 def test_probe_time(benchmark: Any, tmp_path: Path, build: VaBuild, count: int) -> None:
     gpus, nodes = machine(tmp_path, build, count)
     env = gpus.env
-    results = benchmark.pedantic(probe_nodes, args=(nodes, 20.0, env), rounds=5, iterations=1,
+    results = benchmark.pedantic(probe_nodes, args=(nodes, 20.0, env), rounds=10, iterations=1,
                                  warmup_rounds=1)
     assert [results[n].error for n in nodes] == [None] * count
