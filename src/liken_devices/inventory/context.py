@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 SERIO_PROTOCOLS = ("pulse8-cec", "rainshadow-cec")
 _HEX4 = re.compile(r"^[0-9a-f]{4}$")
 # A module name as modprobe knows it: no path, no option string (issue 6 validates the same way).
-MODULE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MODULE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")
 
 
 class InputError(ValueError):
