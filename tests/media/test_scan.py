@@ -189,3 +189,14 @@ def test_console_script(machine: Machine) -> None:
     assert attrs(obj["spec"]["devices"][0])["encodeH264"] is True
     lines = [x for x in proc.stderr.splitlines() if x.startswith("capabilities: ")]
     assert len(lines) == 1 and lines[0].startswith("capabilities: pci-0000-00-02-0 (")
+
+
+def test_verbose_logs_libva_messages(machine: Machine, caplog: pytest.LogCaptureFixture) -> None:
+    machine.gpu("0000:00:02.0", 128, CAPS / "amd-polaris-mesa.txt")
+    caplog.set_level("DEBUG", logger="liken_devices.media")
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["-v", *machine.args()]) == 0
+    assert any(m.startswith("pci-0000-00-02-0: libva info: Trying to open")
+               for m in caplog.messages)
+    assert sum(m.startswith("capabilities: ") for m in caplog.messages) == 1

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from ..inventory.context import InputError, Sources, default_hwdata_dir, default_modules_dir
+from ..slices import SliceInvalid
 from .devices import build_slice, query_devices, render_devices
 from .probe import DEFAULT_TIMEOUT
 
@@ -108,6 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"liken-media: {exc}", file=sys.stderr)
         return 2
+    except SliceInvalid as exc:  # never expected: the API server would refuse it just the same
+        print(f"liken-media: the slice would be invalid: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return rc

@@ -108,6 +108,8 @@ def query_devices(renders: Iterable[PublishedDevice], dev_root: Path = Path("/de
             result = results[path]
         media = MediaDevice(d, path or "-", result)
         log.info("%s", media.log_line)
+        for message in result.messages:
+            log.debug("%s: libva %s", d.name, message)
         if result.error and result.stderr.strip():
             log.debug("%s: driver output: %s", d.name, result.stderr.strip()[-1000:])
         out.append(media)
