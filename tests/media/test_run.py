@@ -156,3 +156,34 @@ def test_run_without_cluster_config_is_a_clear_error(
     args = build_parser().parse_args(["run", "--sysfs", str(tmp_path / "sys"), "--node", NODE])
     assert run_agent(args) == 2
     assert "give --kubeconfig" in caplog.text
+
+
+def test_run_as_a_process_stops_on_sigterm(api: FakeApiServer, tmp_path: Path,
+                                           fake_env: FakeGPUs) -> None:
+    # The console script as the DaemonSet runs it: publishes, then exits 0 on SIGTERM.
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    machine = Machine(tmp_path / "m", fake_env)
+    machine.gpu("0000:00:02.0", 128, CAPS / "nvidia-ampere-nvdec.txt")
+    argv = machine.args("--timeout", "3")
+    argv[0] = "run"
+    argv += ["--kubeconfig", str(api.write_kubeconfig(tmp_path / "kubeconfig"))]
+    exe = shutil.which("liken-media") or str(Path(sys.executable).parent / "liken-media")
+    proc = subprocess.Popen([exe, *argv], env=fake_env.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        obj = api.wait_for(lambda: api.get_object("resourceslices", MEDIA), timeout=20)
+        assert [d["name"] for d in obj["spec"]["devices"]] == ["pci-0000-00-02-0"]
+        assert obj["spec"]["devices"][0]["attributes"]["decodeVP8"] == {"bool": True}
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "capabilities: pci-0000-00-02-0 (" in err
+    assert "signal 15, stopping" in err
