@@ -9,7 +9,6 @@ A failed query publishes every capability false and no ``vaDriver``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import va
@@ -103,8 +102,3 @@ def log_line(device: str, node: str, raw: RawCaps | None, error: str | None) -> 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def flags_summary(flags: Mapping[str, bool]) -> list[str]:
-    """The names of the true flags (for tests and ``scan`` diagnostics)."""
-    return [k for k in NAMES if flags.get(k)]
