@@ -34,6 +34,13 @@ USB_INTERFACE_ATTRS: tuple[str, ...] = ()
 PCI_FALLBACK_ATTRS = ("vendor", "device", "class", "modalias")
 
 
+# A device path's subsystem is fixed by the kernel object behind it (class devices live under a
+# directory named for their class), so it is read once per path and kept across walks. Bounded:
+# the cache is dropped when it grows past what any machine has.
+_SUBSYSTEMS: dict[tuple[str, str], str | None] = {}
+_SUBSYSTEMS_MAX = 20000
+
+
 class _Walk:
     def __init__(self, root: Path) -> None:
         self.root = os.fspath(root)
@@ -99,7 +106,15 @@ class _Walk:
                 props[key] = value
         # The kernel's uevent file carries DRIVER when one is bound, but never SUBSYSTEM: that
         # comes from the index the device was found in, or from its subsystem link.
-        subsystem = subsystem or self.link_name(path + "/subsystem") or props.get("SUBSYSTEM")
+        if subsystem is None:
+            key = (self.root, path)
+            if key in _SUBSYSTEMS:
+                subsystem = _SUBSYSTEMS[key]
+            else:
+                subsystem = self.link_name(path + "/subsystem") or props.get("SUBSYSTEM")
+                if len(_SUBSYSTEMS) > _SUBSYSTEMS_MAX:
+                    _SUBSYSTEMS.clear()
+                _SUBSYSTEMS[key] = subsystem
         driver = props.get("DRIVER")
         if driver is None and subsystem in BUSES:
             driver = self.link_name(path + "/driver")
