@@ -107,14 +107,14 @@ class _Walk:
         # The kernel's uevent file carries DRIVER when one is bound, but never SUBSYSTEM: that
         # comes from the index the device was found in, or from its subsystem link.
         if subsystem is None:
-            key = (self.root, path)
-            if key in _SUBSYSTEMS:
-                subsystem = _SUBSYSTEMS[key]
+            cache_key = (self.root, path)
+            if cache_key in _SUBSYSTEMS:
+                subsystem = _SUBSYSTEMS[cache_key]
             else:
                 subsystem = self.link_name(path + "/subsystem") or props.get("SUBSYSTEM")
                 if len(_SUBSYSTEMS) > _SUBSYSTEMS_MAX:
                     _SUBSYSTEMS.clear()
-                _SUBSYSTEMS[key] = subsystem
+                _SUBSYSTEMS[cache_key] = subsystem
         driver = props.get("DRIVER")
         if driver is None and subsystem in BUSES:
             driver = self.link_name(path + "/driver")
