@@ -165,3 +165,31 @@ def test_recording_bay_trail(fake_env: FakeGPUs, capsys: pytest.CaptureFixture[s
     assert byt["product"] == "0f31"
     assert {n for n in NAMES if byt[n]} == EXPECTED[name]
     assert byt["vaDriver"] == "Intel i965 driver for Intel(R) Bay Trail - 2.4.1"
+
+
+@pytest.mark.parametrize("caps", ["intel-dg2-ihd.txt", "amd-rdna2-mesa.txt",
+                                  "nvidia-ampere-nvdec.txt"])
+def test_vainfo_round_trip(gpus: FakeGPUs, caps: str) -> None:
+    # Stock vainfo, through the same libva, lists what the fake driver answers; its output read
+    # back as a dump and replayed gives the agent the same flags.
+    import shutil
+    import subprocess
+
+    vainfo = shutil.which("vainfo")
+    if vainfo is None:
+        pytest.fail("vainfo is missing: run setup.d/50-media.sh")
+    node = gpus.add(128, CAPS / caps)
+    direct = probe_node(node, 5.0, gpus.env)
+    listed = subprocess.run([vainfo, "--display", "drm", "--device", node], env=gpus.env,
+                            capture_output=True, text=True, timeout=30, check=True)
+    assert direct.raw is not None and direct.raw.vendor in listed.stdout
+    replay = caps_from_vainfo(listed.stdout)
+    original = (CAPS / caps).read_text().splitlines()
+    rt = {" ".join(x.split()[:2]): x for x in original if x.startswith("VAProfile")}
+    # vainfo lists exactly the file's pairs, as the agent saw them.
+    assert {" ".join(x.split()[:2]) for x in replay.splitlines()[1:]} == set(rt)
+    assert len(rt) == len(direct.raw.pairs)
+    # A plain dump has no RT formats or VPP list: keep the original file's, as EXTRA does above.
+    replay = "\n".join(rt.get(x, x) for x in replay.splitlines()) + "\n"
+    again = probe_node(gpus.add(129, replay), 5.0, gpus.env)
+    assert capability_flags(again.raw) == capability_flags(direct.raw)
