@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ DEFAULT_CDI_DIR = Path("/var/run/cdi")
 DEFAULT_STATE_DIR = Path("/var/lib/liken-devices/plugin")
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/plugins") / DRIVER
 DEFAULT_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
+FETCH_WORKERS = 8  # concurrent claim GETs in one prepare call
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,19 +173,20 @@ class Plugin:
     # -- prepare ---------------------------------------------------------------------------------
 
     def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareOutcome]:
-        """NodePrepareResources: one outcome per claim UID; errors in band."""
+        """NodePrepareResources: one outcome per claim UID; errors in band.
+
+        The claims are read from the API concurrently and before the lock (dra-api.md §6.4);
+        under the lock one fresh walk resolves them all, the state is saved once with every
+        resolved claim, and then each claim's spec is written.
+        """
         self.load()
         out: dict[str, PrepareOutcome] = {}
         fetched: list[tuple[ClaimRef, list[Any]]] = []
-        for c in claims:
-            try:
-                cdi.check_uid(c.uid)
-                if self._kube is None:
-                    raise ClaimError("the plugin has no API client to read the claim")
-                fetched.append((c, fetch_results(self._kube, c.namespace, c.name, c.uid,
-                                                 self.config.node)))
-            except (ClaimError, SpecError) as e:
-                out[c.uid] = PrepareOutcome(error=str(e))
+        for c, got in zip(claims, self._fetch_all(claims), strict=True):
+            if isinstance(got, str):
+                out[c.uid] = PrepareOutcome(error=got)
+            else:
+                fetched.append((c, got))
         if not fetched:
             return out
         with self._lock:
@@ -195,19 +198,83 @@ class Plugin:
                     out[c.uid] = PrepareOutcome(error=f"reading the node's devices: {e}")
                 return out
             by_name = _by_name(inv)
+            resolved: list[tuple[PreparedClaim, PreparedClaim | None, dict[str, object]]] = []
             for c, results in fetched:
                 try:
-                    out[c.uid] = self._prepare_one(c, results, inv, by_name)
-                except (ClaimError, SpecError, OSError) as e:
+                    claim = self._resolve(c, results, inv, by_name)
+                    spec = cdi.build_spec(c.uid, _deliveries(claim))
+                except (ClaimError, SpecError) as e:
                     out[c.uid] = PrepareOutcome(error=str(e))
+                    continue
                 except Exception as e:  # a bug must not take the other claims down
                     log.exception("prepare %s", c.uid)
                     out[c.uid] = PrepareOutcome(error=f"internal error: {e!r}")
+                    continue
+                resolved.append((claim, self._state.claims.get(c.uid), spec))
+                self._state.claims[c.uid] = claim
+            if resolved:
+                self._write_prepared(resolved, out)
             self._update_health_locked()
         return out
 
-    def _prepare_one(self, c: ClaimRef, results: Sequence[Any], inv: Inventory,
-                     by_name: dict[str, Any]) -> PrepareOutcome:
+    def _fetch_all(self, claims: Sequence[ClaimRef]) -> list[list[Any] | str]:
+        """Each claim's results for this node, or the error text; GETs run concurrently."""
+        def one(c: ClaimRef) -> list[Any] | str:
+            try:
+                cdi.check_uid(c.uid)
+                if self._kube is None:
+                    raise ClaimError("the plugin has no API client to read the claim")
+                return fetch_results(self._kube, c.namespace, c.name, c.uid, self.config.node)
+            except (ClaimError, SpecError) as e:
+                return str(e)
+
+        if len(claims) <= 1:
+            return [one(c) for c in claims]
+        with ThreadPoolExecutor(max_workers=min(FETCH_WORKERS, len(claims)),
+                                thread_name_prefix="claim-get") as pool:
+            return list(pool.map(one, claims))
+
+    def _write_prepared(self, resolved: list[tuple[PreparedClaim, PreparedClaim | None,
+                                                   dict[str, object]]],
+                        out: dict[str, PrepareOutcome]) -> None:
+        """State first (no spec the state does not know), then the specs."""
+        try:
+            self._state.save()
+        except OSError as e:
+            for claim, existing, _ in resolved:
+                self._restore(claim.uid, existing)
+                out[claim.uid] = PrepareOutcome(error=f"saving the plugin state: {e}")
+            return
+        failed = False
+        for claim, existing, spec in resolved:
+            try:
+                cdi.write_spec(self.config.cdi_dir, claim.uid, spec)
+            except OSError as e:
+                failed = True
+                self._restore(claim.uid, existing)
+                if existing is None:
+                    cdi.remove_spec(self.config.cdi_dir, claim.uid)
+                out[claim.uid] = PrepareOutcome(error=f"writing the CDI spec: {e}")
+                continue
+            out[claim.uid] = PrepareOutcome(devices=tuple(
+                PreparedDeviceResult(tuple(d.requests), self.config.node, d.name,
+                                     (cdi.cdi_id(claim.uid, d.name),), d.share_id)
+                for d in claim.devices))
+        if failed:
+            try:
+                self._state.save()
+            except OSError as e:
+                log.error("saving the plugin state after a failed prepare: %s", e)
+
+    def _restore(self, uid: str, existing: PreparedClaim | None) -> None:
+        if existing is None:
+            self._state.claims.pop(uid, None)
+        else:
+            self._state.claims[uid] = existing
+
+    def _resolve(self, c: ClaimRef, results: Sequence[Any], inv: Inventory,
+                 by_name: dict[str, Any]) -> PreparedClaim:
+        """The claim as the fresh walk delivers it, or :class:`ClaimError`."""
         existing = self._state.claims.get(c.uid)
         names = sorted({r.device for r in results})
         for n in names:
@@ -240,28 +307,10 @@ class Plugin:
             d = devices.setdefault(key, PreparedDevice(r.device, [], r.share_id))
             if r.request and r.request not in d.requests:
                 d.requests.append(r.request)
-        claim = PreparedClaim(uid=c.uid, namespace=c.namespace, name=c.name,
-                              pool=self.config.node, devices=list(devices.values()),
-                              nodes=nodes, present=present,
-                              usb_interfaces=sorted(interfaces),
-                              prepared_at=existing.prepared_at if existing else time.time())
-        spec = cdi.build_spec(c.uid, _deliveries(claim))
-        self._state.claims[c.uid] = claim
-        try:
-            self._state.save()  # before the spec: no spec the state does not know
-            cdi.write_spec(self.config.cdi_dir, c.uid, spec)
-        except OSError:
-            if existing is None:
-                self._state.claims.pop(c.uid, None)
-                cdi.remove_spec(self.config.cdi_dir, c.uid)
-                self._state.save()
-            else:
-                self._state.claims[c.uid] = existing
-            raise
-        return PrepareOutcome(devices=tuple(
-            PreparedDeviceResult(tuple(d.requests), self.config.node, d.name,
-                                 (cdi.cdi_id(c.uid, d.name),), d.share_id)
-            for d in claim.devices))
+        return PreparedClaim(uid=c.uid, namespace=c.namespace, name=c.name,
+                             pool=self.config.node, devices=list(devices.values()),
+                             nodes=nodes, present=present, usb_interfaces=sorted(interfaces),
+                             prepared_at=existing.prepared_at if existing else time.time())
 
     # -- unprepare -------------------------------------------------------------------------------
 
