@@ -184,3 +184,35 @@ def test_disk_that_becomes_a_storage_role(api: FakeApiServer, machine: Machine,
     finally:
         assert kubelet.unprepare([held]) == {held[1]: ""}
     assert not (CDI_DIR / f"liken.sh-{held[1]}.json").exists()
+
+
+def test_bluetooth_claim_delivers_usbfs_uinput_and_32_event_nodes(api: FakeApiServer,
+                                                                  machine: Machine,
+                                                                  e2e: tuple[Plugin,
+                                                                             TestKubelet],
+                                                                  ) -> None:
+    # devices.txt, "Bluetooth adapters": the usbfs node, /dev/uinput and the 32 legacy event
+    # nodes by number. None of them exists on this machine (no USB, no uinput, no /dev/input):
+    # the runtime creates them from the numbers (runtime.md §1 (ii)).
+    _plugin, kubelet = e2e
+    b = machine.b
+    usb = b.usb_device("1-8", busnum=1, devnum=3)
+    radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+    b.usb_interface(usb, "1.1", driver="btusb", cls=0xE0)
+    b.device(radio, "hci0", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth")
+    claim = new_claim(api, ["usb-1-8-1-0"])
+    ans = kubelet.prepare([claim])[claim[1]]
+    assert ans.error == ""
+    (cid,) = ans.devices[0]["cdi"]
+    try:
+        r = podman(cid, cmd="stat -c '%n %t:%T' /dev/bus/usb/001/003 /dev/uinput "
+                            "/dev/input/event*; ls /dev/input | wc -l")
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.split("\n")
+        assert lines[0] == "/dev/bus/usb/001/003 bd:2"  # 189:2
+        assert lines[1] == "/dev/uinput a:df"  # 10:223
+        events = sorted(lines[2:34], key=lambda x: int(x.split()[0][len("/dev/input/event"):]))
+        assert events == [f"/dev/input/event{i} d:{64 + i:x}" for i in range(32)]
+        assert lines[34].strip() == "32"
+    finally:
+        assert kubelet.unprepare([claim]) == {claim[1]: ""}

@@ -92,11 +92,13 @@ class Node:
         k.register()
         return k
 
-    def claims(self) -> list[dict]:
-        out = subprocess.run([*LIKEN, "claims", *self.common(), "-o", "json"],
+    def claims(self, output: str = "json") -> list[dict]:
+        out = subprocess.run([*LIKEN, "claims", *self.common(), "-o", output],
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 0, out.stderr
-        return json.loads(out.stdout)
+        if output == "json":
+            return json.loads(out.stdout)
+        return [{"line": line} for line in out.stdout.splitlines()]
 
 
 @pytest.fixture
@@ -193,6 +195,9 @@ def test_sighup_walks_and_reconciles(api: FakeApiServer, node: Node) -> None:
         time.sleep(0.05)
     view = node.claims()
     assert view[0]["devices"][0]["present"] is False
+    table = [r["line"].split() for r in node.claims("table")]
+    assert table[0] == ["CLAIM", "UID", "DEVICE", "NODES"]
+    assert table[1] == [f"default/{claim[2]}", claim[1], "usb-1-2-1-0", "absent"]
     assert k.unprepare([claim]) == {claim[1]: ""}
     k.close()
 

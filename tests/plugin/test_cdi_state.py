@@ -1,0 +1,139 @@
+"""CDI spec files and the state file: names, atomic writes, restarts with damaged state."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from liken_devices.plugin import cdi
+from liken_devices.plugin.cdi import Delivery, SpecError
+from liken_devices.plugin.state import PreparedClaim, PreparedDevice, StateStore
+from liken_devices.sysfs.model import DevNode
+from tests.support.fakeapi import FakeApiServer
+
+from .cdi_schema import check_claim_spec
+from .conftest import NODE, Hardware, cdi_files, new_claim
+from .kubelet import TestKubelet
+
+UID = "0f8fad5b-d9cb-469f-a165-70867728950e"  # starts with a digit: needs cdiVersion 0.5.0
+
+
+def test_spec_shape_and_names() -> None:
+    spec = cdi.build_spec(UID, [
+        Delivery("usb-1-3", (DevNode("bus/usb/001/005", "c", 189, 4),), True),
+        Delivery("pci-0000-00-02-0", (DevNode("dri/renderD128", "c", 226, 128),), True),
+        Delivery("pnp-00-01", (DevNode("ttyS1", "c", 4, 65),), False),
+    ])
+    check_claim_spec(spec, UID)
+    assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == "liken.sh/device"
+    assert [d["name"] for d in spec["devices"]] == [
+        f"{UID}-pci-0000-00-02-0", f"{UID}-pnp-00-01", f"{UID}-usb-1-3"]
+    assert spec["devices"][1]["containerEdits"]["deviceNodes"] == [
+        {"path": "/dev/.liken.sh-absent/pnp-00-01/ttyS1"}]
+    assert cdi.cdi_id(UID, "usb-1-3") == f"liken.sh/device={UID}-usb-1-3"
+    assert cdi.spec_path(Path("/var/run/cdi"), UID) == Path(f"/var/run/cdi/liken.sh-{UID}.json")
+
+
+@pytest.mark.parametrize("uid", ["", "../x", "a/b", "-lead", "trail-", "x" * 80, "a b"])
+def test_bad_uids_are_refused(uid: str) -> None:
+    with pytest.raises(SpecError):
+        cdi.spec_path(Path("/tmp"), uid)
+
+
+def test_device_without_nodes_is_refused() -> None:
+    # CDI refuses a device with empty edits (dra-api.md §7.3); never write one.
+    with pytest.raises(SpecError, match="no node"):
+        cdi.build_spec(UID, [Delivery("usb-1-3", (), True)])
+    with pytest.raises(SpecError, match="not a DNS label"):
+        cdi.build_spec(UID, [Delivery("Bad_Name", (DevNode("x", "c", 1, 1),), True)])
+
+
+def test_atomic_write_never_shows_a_partial_file(tmp_path: Path) -> None:
+    path = tmp_path / f"liken.sh-{UID}.json"
+    big = [Delivery(f"usb-1-{i}", tuple(DevNode(f"input/event{j}", "c", 13, 64 + j)
+                                        for j in range(32)), True) for i in range(1, 40)]
+    specs = [cdi.render(cdi.build_spec(UID, big[:k])) for k in (1, 39)]
+    assert cdi.write_atomic(path, specs[0])
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            data = path.read_bytes()
+            assert data in specs
+            seen.append(str(len(data)))
+            names = os.listdir(tmp_path)
+            # The temp file is never a name a CDI runtime would load.
+            assert all(n.endswith(".tmp") or n == path.name for n in names), names
+
+    t = threading.Thread(target=reader)
+    t.start()
+    for i in range(100):
+        cdi.write_atomic(path, specs[i % 2])
+    stop.set()
+    t.join()
+    assert seen
+    assert not cdi.write_atomic(path, specs[1])  # same bytes: not rewritten
+    assert os.listdir(tmp_path) == [path.name]
+
+
+def test_state_roundtrip_and_unreadable_state_is_kept_aside(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    store.claims[UID] = PreparedClaim(
+        uid=UID, namespace="ns", name="c", pool=NODE,
+        devices=[PreparedDevice("usb-1-3", ["req"], None)],
+        nodes={"usb-1-3": [DevNode("bus/usb/001/005", "c", 189, 4)]},
+        present={"usb-1-3": False}, usb_interfaces=["1-3:1.0"])
+    store.save()
+    assert oct(store.path.stat().st_mode & 0o777) == "0o600"
+    again = StateStore(tmp_path / "state")
+    again.load()
+    assert again.claims[UID].to_json() == store.claims[UID].to_json()
+    store.path.write_text("{not json")
+    broken = StateStore(tmp_path / "state")
+    broken.load()
+    assert broken.claims == {}
+    kept = [p.name for p in store.path.parent.iterdir() if p.name.startswith("claims.json.bad-")]
+    assert len(kept) == 1
+
+
+def test_orphan_specs_are_swept_at_start(make_plugin, tmp_path: Path) -> None:
+    cdi_dir = tmp_path / "cdi"
+    cdi_dir.mkdir()
+    orphan = str(uuid.uuid4())
+    (cdi_dir / f"liken.sh-{orphan}.json").write_text("{}")
+    (cdi_dir / "other-vendor.json").write_text("{}")  # not ours: left alone
+    make_plugin()
+    assert cdi_files(cdi_dir) == ["other-vendor.json"]
+
+
+def test_share_id_is_returned_on_v1(api: FakeApiServer, plugin, kubelet: TestKubelet) -> None:
+    ns, uid, name = new_claim(api, ["pci-0000-00-02-0"])
+    obj = api.get_object("resourceclaims", name, ns)
+    assert obj is not None
+    share = str(uuid.uuid4())
+    obj["status"]["allocation"]["devices"]["results"][0]["shareID"] = share
+    api.put_object("resourceclaims", obj)
+    ans = kubelet.prepare([(ns, uid, name)])[uid]
+    assert ans.error == ""
+    assert ans.devices[0]["share_id"] == share
+
+
+def test_claims_view(api: FakeApiServer, plugin, kubelet: TestKubelet,
+                     hardware: Hardware) -> None:
+    from liken_devices.plugin import cli
+
+    a = new_claim(api, ["pnp-00-01", "usb-1-3"])
+    kubelet.prepare([a])
+    hardware.unplug("usb-1-3")
+    view = cli.claims_view(plugin.config.state_dir, hardware.walk())
+    assert [(d["name"], d["present"]) for d in view[0]["devices"]] == [
+        ("pnp-00-01", True), ("usb-1-3", False)]
+    assert view[0]["devices"][1]["lastNodes"] == [
+        {"path": "/dev/bus/usb/001/005", "type": "c", "major": 189, "minor": 4}]
+    json.dumps(view)
