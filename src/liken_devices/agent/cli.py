@@ -128,6 +128,7 @@ def assemble(args: argparse.Namespace) -> Assembled:
         agent.plugin = _plugin(args, node, sources, client, agent.fresh_walk)
         if agent.plugin is not None:
             metrics.instrument_plugin(agent.plugin)
+            quiet_grpc()
     if not args.no_machine_side:
         agent.machine_side = _machine_side(sources, lambda: agent.wake("machine-side"))
     server = None
@@ -178,6 +179,23 @@ def _plugin(args: argparse.Namespace, node: str, sources: Any, client: Any,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
                           sysfs=sources.sysfs)
     return Plugin(config, walk=walk, kube_client=client)
+
+
+def quiet_grpc(period: float = 3600.0) -> None:
+    """Let grpcio's server threads sleep until there is work.
+
+    Each grpcio server's serving thread polls its completion queue with a one-second deadline
+    only to notice a server object that was garbage-collected without ``stop()``
+    (``grpc._server._DEALLOCATED_SERVER_CHECK_PERIOD_S``). The agent always stops its servers,
+    and ``stop()`` posts to that queue, so a long deadline changes nothing but the idle cost:
+    two wake-ups a second are most of an idle node's CPU (tests/bench/agent_bench.py).
+    """
+    try:
+        import grpc._server as grpc_server
+    except ImportError:
+        return
+    if hasattr(grpc_server, "_DEALLOCATED_SERVER_CHECK_PERIOD_S"):
+        grpc_server._DEALLOCATED_SERVER_CHECK_PERIOD_S = period
 
 
 def _machine_side(sources: Any, on_change: Any) -> Any:
