@@ -137,3 +137,41 @@ def test_claims_view(api: FakeApiServer, plugin, kubelet: TestKubelet,
     assert view[0]["devices"][1]["lastNodes"] == [
         {"path": "/dev/bus/usb/001/005", "type": "c", "major": 189, "minor": 4}]
     json.dumps(view)
+
+
+def test_spec_write_failure_fails_the_claim_and_forgets_it(api: FakeApiServer, make_plugin,
+                                                           tmp_path: Path) -> None:
+    p = make_plugin(cdi_dir=tmp_path / "cdi-is-a-file")
+    (tmp_path / "cdi-is-a-file").write_text("")  # the CDI dir cannot be created
+    k = TestKubelet(p.config.registration_socket)
+    k.register()
+    claim = new_claim(api, ["usb-1-3"])
+    out = k.prepare([claim])[claim[1]]
+    assert out.error.startswith("writing the CDI spec:")
+    assert out.devices == []
+    assert p.prepared() == {}
+    state = json.loads((p.config.state_dir / "claims.json").read_text())
+    assert state["claims"] == {}
+    k.close()
+
+
+def test_state_write_failure_on_unprepare_is_retried(api: FakeApiServer, make_plugin,
+                                                     tmp_path: Path) -> None:
+    p = make_plugin()
+    k = TestKubelet(p.config.registration_socket)
+    k.register()
+    claim = new_claim(api, ["usb-1-3"])
+    assert k.prepare([claim])[claim[1]].error == ""
+    state = p.config.state_dir / "claims.json"
+    saved = state.read_bytes()
+    state.unlink()
+    state.mkdir()  # the next state write fails (rename onto a directory)
+    out = k.unprepare([claim])
+    assert out[claim[1]].startswith(f"unpreparing claim {claim[1]}:")
+    assert claim[1] in p.prepared()  # not forgotten: the retry must save again
+    assert cdi_files(p.config.cdi_dir) == []  # the spec is gone already
+    state.rmdir()
+    state.write_bytes(saved)
+    assert k.unprepare([claim]) == {claim[1]: ""}
+    assert json.loads(state.read_text())["claims"] == {}
+    k.close()

@@ -23,6 +23,7 @@ Calls are serialized by one lock (the Go helper's default, §6.4), which reconci
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -253,7 +254,8 @@ class Plugin:
                 failed = True
                 self._restore(claim.uid, existing)
                 if existing is None:
-                    cdi.remove_spec(self.config.cdi_dir, claim.uid)
+                    with contextlib.suppress(OSError):  # a half-made file must not stay
+                        cdi.remove_spec(self.config.cdi_dir, claim.uid)
                 out[claim.uid] = PrepareOutcome(error=f"writing the CDI spec: {e}")
                 continue
             out[claim.uid] = PrepareOutcome(devices=tuple(
@@ -335,7 +337,13 @@ class Plugin:
                     cdi.remove_spec(self.config.cdi_dir, c.uid)
                     if claim is not None:
                         del self._state.claims[c.uid]
-                        self._state.save()
+                        try:
+                            self._state.save()
+                        except OSError:
+                            # Still on disk: keep it in memory too, so the kubelet's retry saves
+                            # again and a restart cannot bring the spec back through reconcile.
+                            self._state.claims[c.uid] = claim
+                            raise
                     out[c.uid] = ""
                 except OSError as e:
                     out[c.uid] = f"unpreparing claim {c.uid}: {e}"
