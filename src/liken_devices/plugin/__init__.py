@@ -33,6 +33,8 @@ Contract for the node agent (``liken-devices run``) that embeds the plugin::
 * ``reconcile(inv)`` takes the same lock; it may be called from any thread. It never calls
   ``walk`` itself.
 * ``kube_client`` may be None (prepare then fails every claim in band, unprepare still works).
+* Pass ``sysfs=None`` when the walk reads a umockdev recording: USB interfaces are then never
+  looked up or written to ``drivers_probe`` on this machine.
 * The state (``state_dir``, default /var/lib/liken-devices/plugin) must be on persistent
   storage; the CDI dir (default /var/run/cdi) is a tmpfs and is rebuilt by ``reconcile``.
 """

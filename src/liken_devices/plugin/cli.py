@@ -89,7 +89,7 @@ def run_plugin(args: argparse.Namespace) -> int:
         return 2
     config = PluginConfig(node=node_name(args), cdi_dir=args.cdi_dir, state_dir=args.state_dir,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
-                          sysfs=sources.sysfs)
+                          sysfs=None if args.recording else sources.sysfs)
     plugin = Plugin(config, walk=sources.walk, kube_client=client)
     stop = threading.Event()
     rewalk = threading.Event()

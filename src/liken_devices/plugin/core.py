@@ -60,7 +60,9 @@ class PluginConfig:
     state_dir: Path = DEFAULT_STATE_DIR
     plugin_dir: Path = DEFAULT_PLUGIN_DIR  # holds dra.sock (dra-api.md §6.2)
     registry_dir: Path = DEFAULT_REGISTRY_DIR  # holds liken.sh-reg.sock
-    sysfs: Path = Path("/sys")  # for the USB interfaces (drivers_probe)
+    # The real sysfs the walk reads, for the USB interfaces (drivers_probe); None when the
+    # devices come from a recording, so nothing is ever written to this machine's /sys for them.
+    sysfs: Path | None = Path("/sys")
     # Remove liken.sh specs in the CDI dir that the state does not know (a crash mid-prepare).
     sweep_orphans: bool = True
     health_interval: float = 10.0  # seconds between full health messages without a change

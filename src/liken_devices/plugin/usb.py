@@ -68,10 +68,10 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
-def interfaces_for(sysfs: Path, source: str | None, nodes: Iterable[DevNode]) -> list[str]:
+def interfaces_for(sysfs: Path | None, source: str | None, nodes: Iterable[DevNode]) -> list[str]:
     """The interfaces of the USB device behind a delivery that includes a usbfs node."""
     numbers = usbfs_numbers(nodes)
-    if not numbers:
+    if not numbers or sysfs is None:
         return []
     if source:
         d = _usb_device_dir(sysfs, source)
@@ -100,14 +100,16 @@ def current_driver(sysfs: Path, interface: str) -> str | None:
         return None
 
 
-def reprobe(sysfs: Path, interfaces: Iterable[str]) -> list[str]:
+def reprobe(sysfs: Path | None, interfaces: Iterable[str]) -> list[str]:
     """Ask the kernel to bind a driver to each interface left with usbfs or no driver.
 
     Returns the interfaces written to ``drivers_probe``. An interface that is gone (unplugged)
     is skipped; a write error is logged and does not fail the unprepare: the claim is over either
     way, and the interface comes back at the next plug.
     """
-    done = []
+    done: list[str] = []
+    if sysfs is None:
+        return done
     probe = sysfs / "bus" / "usb" / "drivers_probe"
     for intf in interfaces:
         if not (sysfs / "bus" / "usb" / "devices" / intf).exists():
