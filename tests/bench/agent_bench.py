@@ -206,8 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=int, default=10, help="isolated uevents to time")
     p.add_argument("--idle", type=float, default=60.0, help="seconds of idle to measure")
     p.add_argument("--no-plugin", action="store_true", help="leave the kubelet plugin out")
+    p.add_argument("--hwdata-dir", default=None,
+                   help="the system's pci.ids/usb.ids instead of empty catalogs (a real node's "
+                        "memory: the parsed ID databases are resident)")
     a = p.parse_args(argv)
-    rig = start_rig(extra=("--no-plugin",) if a.no_plugin else ())
+    extra: tuple[str, ...] = ("--no-plugin",) if a.no_plugin else ()
+    if a.hwdata_dir:
+        extra += ("--hwdata-dir", a.hwdata_dir)  # the later option wins
+    rig = start_rig(extra=extra)
     try:
         latencies = [one_event(rig) for _ in range(a.events)]
         share, arrived, per = idle_cpu(rig, a.idle)

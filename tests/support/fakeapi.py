@@ -280,7 +280,7 @@ class FakeApiServer:
         deadline = time.monotonic() + 10
         while True:
             try:
-                httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+                httpd = _Server(("127.0.0.1", self.port), handler)
                 break
             except OSError:
                 if self.port == 0 or time.monotonic() > deadline:
@@ -952,6 +952,15 @@ def _openapi_to_jsonschema(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_openapi_to_jsonschema(v) for v in schema]
     return schema
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (or a connection cut by ``stop()``) is no error to print."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

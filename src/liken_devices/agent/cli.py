@@ -120,7 +120,7 @@ def assemble(args: argparse.Namespace) -> Assembled:
         else:
             log.info("Machine spec read from %s; the Machine object is not reported",
                      args.machine)
-        watches = _watches(args, node, reporter is not None)
+        watches = _watches(client, node, reporter is not None)
     agent = Agent(config, publisher=publisher, reporter=reporter, metrics=metrics,
                   watches=watches)
     if not args.no_plugin:
@@ -150,20 +150,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         built.close()
 
 
-def _watches(args: argparse.Namespace, node: str, machine: bool) -> list[Any]:
-    from ..kube import ObjectWatch, Resources, make_client
-
-    def factory() -> Any:
-        return make_client(args.kubeconfig, timeout=args.api_timeout)
+def _watches(client: Any, node: str, machine: bool) -> list[Any]:
+    """The slice and Machine watches, sharing the agent's one client (one SSL context)."""
+    from ..kube import ObjectWatch, Resources
 
     def slice_watch(agent: Any) -> Any:
-        return ObjectWatch(factory, Resources.slice(),
+        return ObjectWatch(lambda: client, Resources.slice(),
                            {"spec.nodeName": node, "spec.driver": DRIVER},
-                           agent.on_slice_event, "slices").start()
+                           agent.on_slice_event, "slices", owns_client=False).start()
 
     def machine_watch(agent: Any) -> Any:
-        return ObjectWatch(factory, Resources.machine(), {"metadata.name": node},
-                           agent.on_machine_event, "machine").start()
+        return ObjectWatch(lambda: client, Resources.machine(), {"metadata.name": node},
+                           agent.on_machine_event, "machine", owns_client=False).start()
 
     return [slice_watch, machine_watch] if machine else [slice_watch]
 

@@ -9,6 +9,7 @@ prometheus_client's own server thread, which blocks in accept and costs nothing 
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -124,7 +125,12 @@ class MetricsServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._httpd = make_server(addr, port, make_wsgi_app(registry), ThreadingWSGIServer,
+        class _Server(ThreadingWSGIServer):  # type: ignore[misc]
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if not isinstance(sys.exc_info()[1], OSError):  # a scraper that went away
+                    super().handle_error(request, client_address)
+
+        self._httpd = make_server(addr, port, make_wsgi_app(registry), _Server,
                                   handler_class=_Quiet)
         self.port: int = self._httpd.server_port
         self._addr = "127.0.0.1" if addr in ("0.0.0.0", "") else addr

@@ -29,8 +29,13 @@ class ObjectWatch:
     """A daemon thread watching ``resource`` (with field selectors) until :meth:`stop`."""
 
     def __init__(self, client_factory: Callable[[], Any], resource: Any, fields: dict[str, str],
-                 on_event: OnEvent, name: str, server_timeout: int = 300) -> None:
+                 on_event: OnEvent, name: str, server_timeout: int = 300,
+                 owns_client: bool = True) -> None:
+        """``owns_client`` False: the factory hands out a client shared with others (lightkube
+        clients are thread-safe, and each costs an SSL context), which is then never closed
+        here; a stopped watch's thread may then linger until the stream's next event."""
         self._factory = client_factory
+        self._owns = owns_client
         self._resource = resource
         self._fields = fields
         self._on_event = on_event
@@ -49,7 +54,7 @@ class ObjectWatch:
         self._stop.set()
         with self._lock:
             client, self._client = self._client, None
-        if client is not None:
+        if client is not None and self._owns:
             with contextlib.suppress(Exception):
                 client.close()  # ends the blocking read of the stream
         # A read blocked on the stream may not notice the close until the next event or the
@@ -63,7 +68,8 @@ class ObjectWatch:
                 client = self._factory()
                 with self._lock:
                     if self._stop.is_set():
-                        client.close()
+                        if self._owns:
+                            client.close()
                         return
                     self._client = client
                 # List, then watch from the list's resourceVersion: nothing that happens after
@@ -93,6 +99,6 @@ class ObjectWatch:
             finally:
                 with self._lock:
                     client, self._client = self._client, None
-                if client is not None:
+                if client is not None and self._owns:
                     with contextlib.suppress(Exception):
                         client.close()
