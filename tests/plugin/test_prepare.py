@@ -260,3 +260,17 @@ def test_usb_interfaces_with_their_driver_are_left_alone(api: FakeApiServer, mak
         assert k.unprepare([claim]) == {claim[1]: ""}
     assert written == []
     k.close()
+
+
+def test_slow_api_fails_the_claim_in_band_within_the_budget(api: FakeApiServer, make_plugin,
+                                                            hardware: Hardware) -> None:
+    p = make_plugin(fetch_budget=0.3)
+    k = TestKubelet(p.config.registration_socket)
+    k.register()
+    claim = new_claim(api, ["usb-1-3"])
+    api.delay = 2.0  # the API would answer, but after the budget: the claim fails in band
+    out = k.prepare([claim])[claim[1]]
+    assert "no answer from the API within 0.3 s" in out.error
+    api.delay = 0.0
+    assert cdi_files(p.config.cdi_dir) == []
+    k.close()

@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,6 +67,7 @@ class PluginConfig:
     sweep_orphans: bool = True
     health_interval: float = 10.0  # seconds between full health messages without a change
     grpc_workers: int = 8
+    fetch_budget: float = 30.0  # seconds for reading a call's claims (the kubelet waits 45 s)
 
     @property
     def dra_socket(self) -> Path:
@@ -221,7 +222,12 @@ class Plugin:
         return out
 
     def _fetch_all(self, claims: Sequence[ClaimRef]) -> list[list[Any] | str]:
-        """Each claim's results for this node, or the error text; GETs run concurrently."""
+        """Each claim's results for this node, or the error text.
+
+        The GETs run concurrently, and the whole reading has a budget well inside the kubelet's
+        45 s per call (dra-api.md §5.3): a claim the API has not answered by then fails in band
+        instead of the whole call timing out.
+        """
         def one(c: ClaimRef) -> list[Any] | str:
             try:
                 cdi.check_uid(c.uid)
@@ -230,12 +236,23 @@ class Plugin:
                 return fetch_results(self._kube, c.namespace, c.name, c.uid, self.config.node)
             except (ClaimError, SpecError) as e:
                 return str(e)
+            except Exception as e:  # a bug must not take the other claims down
+                log.exception("reading claim %s", c.uid)
+                return f"internal error reading the claim: {e!r}"
 
-        if len(claims) <= 1:
-            return [one(c) for c in claims]
-        with ThreadPoolExecutor(max_workers=min(FETCH_WORKERS, len(claims)),
-                                thread_name_prefix="claim-get") as pool:
-            return list(pool.map(one, claims))
+        if not claims:
+            return []
+        pool = ThreadPoolExecutor(max_workers=min(FETCH_WORKERS, len(claims)),
+                                  thread_name_prefix="claim-get")
+        try:
+            futures = [pool.submit(one, c) for c in claims]
+            wait(futures, timeout=self.config.fetch_budget)
+            return [f.result() if f.done() else
+                    f"reading ResourceClaim {c.namespace}/{c.name}: no answer from the API "
+                    f"within {self.config.fetch_budget:g} s"
+                    for c, f in zip(claims, futures, strict=True)]
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _write_prepared(self, resolved: list[tuple[PreparedClaim, PreparedClaim | None,
                                                    dict[str, object]]],
