@@ -11,7 +11,9 @@ import pytest
 
 from liken_devices.plugin import Plugin
 from liken_devices.plugin.server import SocketError
+from tests.support.fakeapi import FakeApiServer
 
+from .conftest import new_claim
 from .kubelet import RegistrationRefused, TestKubelet
 
 
@@ -42,10 +44,16 @@ def test_default_socket_paths(tmp_path: Path) -> None:
     assert str(cfg.registration_socket) == "/var/lib/kubelet/plugins_registry/liken.sh-reg.sock"
 
 
-def test_old_kubelet_uses_v1beta1(plugin: Plugin) -> None:
+def test_old_kubelet_uses_v1beta1(plugin: Plugin, api: FakeApiServer) -> None:
     k = TestKubelet(plugin.config.registration_socket, supported=("v1beta1.DRAPlugin",))
     try:
         assert k.register() == "v1beta1.DRAPlugin"
+        claim = new_claim(api, ["pnp-00-01"], request="serial/first")
+        ans = k.prepare([claim])[claim[1]]
+        assert ans.error == ""
+        assert ans.devices == [{"requests": ["serial"], "pool": "node-a", "device": "pnp-00-01",
+                                "cdi": [f"liken.sh/device={claim[1]}-pnp-00-01"]}]
+        assert k.unprepare([claim]) == {claim[1]: ""}
         # The v1beta1 service answers too (an unprepare of an unknown claim succeeds).
         assert k.unprepare([("ns", "0b7e8e5e-1111-4f00-9a9a-0123456789ab", "c")]) == {
             "0b7e8e5e-1111-4f00-9a9a-0123456789ab": ""}
