@@ -133,7 +133,7 @@ class _Registration(pluginregistration_v1_pb2_grpc.RegistrationServicer):  # typ
 
     def GetInfo(self, request: Any, context: Any) -> Any:
         return pluginregistration_v1_pb2.PluginInfo(
-            type=PLUGIN_TYPE, name=DRIVER, endpoint=str(self.plugin.config.dra_socket),
+            type=PLUGIN_TYPE, name=DRIVER, endpoint=str(self.plugin.config.dra_socket.absolute()),
             supported_versions=list(SUPPORTED_VERSIONS))
 
     def NotifyRegistrationStatus(self, request: Any, context: Any) -> Any:
