@@ -62,6 +62,25 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def release_free_memory() -> None:
+    """Give the heap the start-up left free back to the kernel (glibc ``malloc_trim``).
+
+    Loading the catalogs reads and splits whole files (pci.ids is over a megabyte); the freed
+    chunks otherwise stay resident for the life of the process (~2 MiB of a 60 MiB budget).
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)
+
+
 class Agent:
     """See the module docstring. Every collaborator is optional, so offline runs and tests can
     leave out the API side (``publisher``/``reporter``), the ``plugin`` or the ``machine_side``.
@@ -146,6 +165,7 @@ class Agent:
             if self.plugin is not None:
                 self.plugin.start()
             self._walk("start")
+            release_free_memory()
             self.ready.set()
             self._loop(uevents)
         finally:
