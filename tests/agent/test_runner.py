@@ -118,18 +118,25 @@ def test_burst_makes_one_walk_within_five_seconds(api: FakeApiServer, node: Fixt
                                                   tmp_path: Path) -> None:
     run = start(api, node, tmp_path)
     try:
-        walks = run.agent.walks
+        time.sleep(1.2)  # no burst pending
+        metrics = run.agent.metrics
+        walks, seen_before = run.agent.walks, metrics.uevents._value.get()
         usb = node.plug_usb(5)
         first = time.monotonic()
+        writes = 0
         while time.monotonic() - first < 6.5:  # never quiet for a whole second
             synthetic_uevent("change")
+            writes += 1
             if usb in run.slice_names():
                 break
             time.sleep(0.3)
         seen = time.monotonic() - first
         assert usb in run.slice_names()
-        assert 4.5 <= seen <= 6.0, seen  # the five-second bound, not the quiet second
-        assert run.agent.walks == walks + 1
+        assert seen <= 6.0, seen  # the five-second bound holds whatever else happens
+        if metrics.uevents._value.get() - seen_before == writes:
+            # Only our uevents arrived: exactly one walk, at the bound, not after a quiet second.
+            assert seen >= 4.5, seen
+            assert run.agent.walks == walks + 1
     finally:
         run.stop()
 
@@ -187,11 +194,30 @@ def test_outage_then_convergence(api: FakeApiServer, node: FixtureNode, tmp_path
         api.stop()
         usb = node.plug_usb(6)
         synthetic_uevent("add")
-        time.sleep(2.5)  # the walk happened while the server was down
+        errors = run.agent.metrics.api_errors.labels(op="slice", code="connection")
+        # The walk runs while the server is down (within 1 s, or 5 s if other tests on this
+        # machine keep the burst going), and its publish fails.
+        api.wait_for(lambda: errors._value.get() >= 1, 10)
         api.start()
         run.wait_names([usb, "pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=20)
-        assert run.agent.metrics.api_errors.labels(op="slice", code="connection")._value.get() \
-            >= 1
+    finally:
+        run.stop()
+
+
+def test_api_down_at_start_then_spec_and_slice_arrive(api: FakeApiServer, node: FixtureNode,
+                                                      tmp_path: Path) -> None:
+    name = "agent-down-at-start"
+    api.add_node(name)
+    api.add_machine(name, {"modules": ["snd_hda_intel"]})
+    api.stop()
+    run = start(api, node, tmp_path, name=name)
+    try:
+        assert run.agent.machine_spec().modules == ()  # nothing could be read yet
+        api.start()
+        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=20)
+        api.wait_for(lambda: run.agent._walked_spec is not None
+                     and run.agent._walked_spec.modules == ("snd_hda_intel",), 20)
+        api.wait_for(lambda: (api.get_object("machines", name) or {}).get("status"), 10)
     finally:
         run.stop()
 

@@ -120,6 +120,19 @@ def test_recreates_a_deleted_slice(api: FakeApiServer, client: Any) -> None:
         watch.stop()
 
 
+def test_node_recreated_with_a_new_uid(api: FakeApiServer, client: Any) -> None:
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    pub.sync()
+    api.delete_object("nodes", NODE)
+    api.add_node(NODE, uid="uid-node-a-again")
+    gone = stored(api)
+    api.delete_object("resourceslices", gone["metadata"]["name"])  # the garbage collector
+    assert pub.observe("DELETED", gone) is True
+    assert pub.sync()
+    assert stored(api)["metadata"]["ownerReferences"][0]["uid"] == "uid-node-a-again"
+
+
 def test_someone_elses_edit_is_undone(api: FakeApiServer, client: Any) -> None:
     pub = SlicePublisher(client, NODE)
     pub.set_devices([render()])

@@ -110,6 +110,7 @@ class Agent:
         self._offline_devices: list[dict[str, Any]] | None = None
         self._offline_status: dict[str, Any] | None = None
         self.inventory: Inventory | None = None
+        self._walked_spec: MachineSpec | None = None
         self.walks = 0
         self.ready = threading.Event()  # set after the first walk's publish
 
@@ -134,8 +135,13 @@ class Agent:
             self.wake("slice")
 
     def on_machine_event(self, kind: str, obj: dict[str, Any] | None) -> None:
-        if self.reporter is not None and self.reporter.observe(kind, obj):
+        if self.reporter is None:
+            return
+        self.reporter.observe(kind, obj)
+        if self.reporter.spec != self._walked_spec:
             self.wake("machine-spec")
+        elif kind == "RESYNC":
+            self.wake("check")  # a re-read may have scheduled a retry: recompute the timeout
 
     # ---- the machine spec --------------------------------------------------------------------
 
@@ -208,7 +214,7 @@ class Agent:
                     reason = self._reasons.popleft()
                     if reason == "slice":
                         publish_now = True
-                    else:  # a Machine spec change, a serial line that ended: walk at once
+                    elif reason != "check":  # a spec change, a serial line that ended
                         walk_now = True
             if self._stop.is_set():
                 break
@@ -220,6 +226,9 @@ class Agent:
                 self.publisher.sync()
             if self.reporter is not None and self._due(self.reporter, now):
                 self.reporter.sync()
+                if self.reporter.spec != self._walked_spec:
+                    # The Machine could not be read when the last walk ran (an outage at start).
+                    self._walk("machine")
 
     @staticmethod
     def _due(side: Any, now: float) -> bool:
@@ -230,6 +239,7 @@ class Agent:
         from ..slices import devices_json
 
         spec = self.machine_spec()
+        self._walked_spec = spec
         started = time.perf_counter()
         try:
             sources = self.config.sources
@@ -263,6 +273,8 @@ class Agent:
         if self.reporter is not None:
             self.reporter.set_status(inv, fragment)
             self.reporter.sync()
+            if self.reporter.spec != spec:  # read meanwhile (after an outage): walk with it
+                self.wake("machine-spec")
         self._offline_status_write(inv, fragment)
 
     def _cap(self, inv: Inventory) -> None:

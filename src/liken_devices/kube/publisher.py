@@ -92,6 +92,9 @@ class SlicePublisher:
                 return False
             if event == "DELETED":
                 self._stored, self._stored_known = None, True
+                # The Node may be gone and back with a new uid (the garbage collector then
+                # deletes a slice owned by the old one): read the uid again before re-creating.
+                self._node_uid = None
             else:
                 stored_rv = (self._stored or {}).get("metadata", {}).get("resourceVersion")
                 if stored_rv == obj["metadata"].get("resourceVersion"):
