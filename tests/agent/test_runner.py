@@ -290,3 +290,46 @@ def test_offline_with_machine_file(node: FixtureNode, tmp_path: Path) -> None:
         built.agent.request_stop()
         t.join(10)
         built.close()
+
+
+class _Broken:
+    """A publisher with a bug: every call raises."""
+
+    def set_devices(self, devices: list[dict[str, Any]]) -> None:
+        raise RuntimeError("a bug in publishing")
+
+    def sync(self) -> bool:
+        raise RuntimeError("a bug in publishing")
+
+    def retry_in(self, now: float | None = None) -> float | None:
+        return None
+
+    def observe(self, kind: str, obj: Any) -> bool:
+        return False
+
+
+def test_a_failing_part_does_not_end_the_agent(node: FixtureNode, tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    import json
+
+    from liken_devices.agent.runner import Agent, AgentConfig
+
+    out = tmp_path / "slice.json"
+    agent = Agent(AgentConfig(node="broken", sources=node.sources(), console=None,
+                              slice_out=out), publisher=_Broken())
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    try:
+        assert agent.ready.wait(10)
+        usb = node.plug_usb(8)
+        synthetic_uevent("add")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and usb not in out.read_text():
+            time.sleep(0.05)
+        assert usb in [d["name"] for d in json.loads(out.read_text())["spec"]["devices"]]
+        assert t.is_alive()
+        assert "publishing failed" in caplog.text
+    finally:
+        agent.request_stop()
+        t.join(10)
+    assert not t.is_alive()

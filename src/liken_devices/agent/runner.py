@@ -190,45 +190,57 @@ class Agent:
         return max(0.0, min(deadlines) - now)
 
     def _loop(self, uevents: UeventSocket) -> None:
-        fds = [uevents.fileno(), self._wake_r]
         while not self._stop.is_set():
-            timeout = self._timeout(time.monotonic())
             try:
-                ready, _, _ = select.select(fds, [], [], timeout)
-            except InterruptedError:
-                continue
-            now = time.monotonic()
-            if uevents.fileno() in ready:
-                for event in uevents.drain():
-                    self.metrics.uevents.inc()
-                    if wakes_walk(event):
-                        self._debounce.wake(now)
-                    else:
-                        self.metrics.uevents_ignored.inc()
-            walk_now = publish_now = False
-            if self._wake_r in ready:
-                with contextlib.suppress(BlockingIOError):
-                    while os.read(self._wake_r, 4096):
-                        pass
-                while self._reasons:
-                    reason = self._reasons.popleft()
-                    if reason == "slice":
-                        publish_now = True
-                    elif reason != "check":  # a spec change, a serial line that ended
-                        walk_now = True
-            if self._stop.is_set():
-                break
-            if walk_now or self._debounce.due(now):
-                self._debounce.clear()
-                self._walk("uevent" if not walk_now else "machine")
-                continue
-            if self.publisher is not None and (publish_now or self._due(self.publisher, now)):
-                self.publisher.sync()
-            if self.reporter is not None and self._due(self.reporter, now):
-                self.reporter.sync()
-                if self.reporter.spec != self._walked_spec:
-                    # The Machine could not be read when the last walk ran (an outage at start).
-                    self._walk("machine")
+                self._turn(uevents)
+            except Exception:
+                # A bug in one pass must not end the node's agent: log it, and walk again soon.
+                log.exception("agent loop pass failed")
+                self._stop.wait(1.0)  # never a busy loop, whatever failed
+                self._debounce.wake(time.monotonic())
+
+    def _turn(self, uevents: UeventSocket) -> None:
+        """One pass: wait for the kernel, a watch or a deadline, then do what is due."""
+        fds = [uevents.fileno(), self._wake_r]
+        if self._stop.is_set():
+            return
+        timeout = self._timeout(time.monotonic())
+        try:
+            ready, _, _ = select.select(fds, [], [], timeout)
+        except InterruptedError:
+            return
+        now = time.monotonic()
+        if uevents.fileno() in ready:
+            for event in uevents.drain():
+                self.metrics.uevents.inc()
+                if wakes_walk(event):
+                    self._debounce.wake(now)
+                else:
+                    self.metrics.uevents_ignored.inc()
+        walk_now = publish_now = False
+        if self._wake_r in ready:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._wake_r, 4096):
+                    pass
+            while self._reasons:
+                reason = self._reasons.popleft()
+                if reason == "slice":
+                    publish_now = True
+                elif reason != "check":  # a spec change, a serial line that ended
+                    walk_now = True
+        if self._stop.is_set():
+            return
+        if walk_now or self._debounce.due(now):
+            self._debounce.clear()
+            self._walk("uevent" if not walk_now else "machine")
+            return
+        if self.publisher is not None and (publish_now or self._due(self.publisher, now)):
+            self.publisher.sync()
+        if self.reporter is not None and self._due(self.reporter, now):
+            self.reporter.sync()
+            if self.reporter.spec != self._walked_spec:
+                # The Machine could not be read when the last walk ran (an outage at start).
+                self._walk("machine")
 
     @staticmethod
     def _due(side: Any, now: float) -> bool:
@@ -256,8 +268,11 @@ class Agent:
         self._cap(inv)
         devices = devices_json(inv)
         if self.publisher is not None:
-            self.publisher.set_devices(devices)
-            self.publisher.sync()
+            try:
+                self.publisher.set_devices(devices)
+                self.publisher.sync()
+            except Exception:
+                log.exception("publishing failed")
         self._offline_publish(devices)
         if self.plugin is not None:
             try:
@@ -271,8 +286,11 @@ class Agent:
             except Exception:
                 log.exception("the machine side failed")
         if self.reporter is not None:
-            self.reporter.set_status(inv, fragment)
-            self.reporter.sync()
+            try:
+                self.reporter.set_status(inv, fragment)
+                self.reporter.sync()
+            except Exception:
+                log.exception("reporting the Machine failed")
             if self.reporter.spec != spec:  # read meanwhile (after an outage): walk with it
                 self.wake("machine-spec")
         self._offline_status_write(inv, fragment)
