@@ -169,6 +169,10 @@ def test_machine_status_and_spec_changes(api: FakeApiServer, node: FixtureNode,
         api.set_machine_spec(run.name, {"modules": ["snd_hda_intel"]})
         api.wait_for(lambda: run.agent.walks > walks, timeout=5)
         assert run.agent.machine_spec().modules == ("snd_hda_intel",)
+        # The machine side's fragment reaches the status (the CRD's schema accepts it).
+        api.wait_for(lambda: [m["name"] for m in status().get("modules", [])]
+                     == ["snd_hda_intel"], timeout=5)
+        assert status()["modules"][0]["state"]
     finally:
         run.stop()
 
