@@ -17,7 +17,7 @@ from liken_devices.agent.cli import Assembled, assemble
 from liken_devices.cli import build_parser
 from tests.support.fakeapi import FakeApiServer
 
-from .node import FixtureNode, is_root, synthetic_uevent, veth_pair
+from .node import FixtureNode, is_root, loop_device, synthetic_uevent, veth_pair, zram_device
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not is_root(), reason="real uevents")]
 
@@ -112,6 +112,25 @@ def test_follows_uevents_and_ignores_virtual_net(api: FakeApiServer, node: Fixtu
     finally:
         run.stop()
     assert run.rc == 0
+
+
+def test_real_device_arrivals_wake_a_walk(api: FakeApiServer, node: FixtureNode,
+                                           tmp_path: Path) -> None:
+    """A loop device made through /dev/loop-control and a zram device from hot_add are real
+    arrivals (add uevents for new block devices); each makes the walk that finds the fixture
+    tree's new hardware."""
+    run = start(api, node, tmp_path)
+    try:
+        gpu = ["pci-0000-00-02-0", "pci-0000-00-02-0-display"]
+        run.wait_names(gpu)
+        first = node.plug_usb(10)
+        with loop_device():
+            run.wait_names([*gpu, first], timeout=5)
+        second = node.plug_usb(11)
+        with zram_device():
+            run.wait_names([*gpu, first, second], timeout=5)
+    finally:
+        run.stop()
 
 
 def test_burst_makes_one_walk_within_five_seconds(api: FakeApiServer, node: FixtureNode,
