@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,12 @@ pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(not is_root(), reason="real uevents")]
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class AgentProcess:
@@ -71,7 +79,9 @@ def test_plug_unplug_kill_restart(api: FakeApiServer, tmp_path: Path) -> None:
     api.add_node(name)
     api.add_machine(name, {})
     cdi_dir, registry = tmp_path / "cdi", tmp_path / "registry"
-    args = ["run", "--node", name, *node.args(), "-v",
+    port = free_port()
+    args = ["run", "--node", name, *node.args(), "-v", "--metrics-port", str(port),
+            "--metrics-addr", "127.0.0.1",
             "--kubeconfig", str(api.write_kubeconfig(tmp_path / "kubeconfig")),
             "--console", str(tmp_path / "console"), "--cdi-dir", str(cdi_dir),
             "--state-dir", str(tmp_path / "state"), "--plugin-dir", str(tmp_path / "plugin"),
@@ -101,6 +111,9 @@ def test_plug_unplug_kill_restart(api: FakeApiServer, tmp_path: Path) -> None:
         answer = kubelet.prepare([("default", uid, "dongle")])[uid]
         assert answer.error == ""
         assert spec_paths(uid) == ["/dev/hidraw2", "/dev/bus/usb/001/003"]
+        # The embedded plugin's calls are counted by the agent's metrics.
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+        assert b'liken_devices_prepare_total{result="ok"} 1.0' in metrics
 
         # Unplug: the slice loses it, the claim's spec names nodes that do not exist.
         node.unplug_usb(2)
