@@ -307,3 +307,12 @@ def test_kubeconfig_works_with_lightkube(api: FakeApiServer, tmp_path: Path) -> 
         client.create(slice_res.from_dict(a_slice()))
     assert info.value.status.code == 409
     client.close()
+
+
+def test_apply_with_resource_version_does_not_create(api: FakeApiServer) -> None:
+    obj = a_slice()
+    obj["metadata"]["resourceVersion"] = "1234"
+    code, status, _ = call(api, "PATCH", f"{SLICES}/n1-liken.sh?fieldManager=m", obj,
+                           "application/apply-patch+yaml")
+    assert code == 404 and status["reason"] == "NotFound"
+    assert api.slices() == []

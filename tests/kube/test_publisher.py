@@ -133,6 +133,20 @@ def test_node_recreated_with_a_new_uid(api: FakeApiServer, client: Any) -> None:
     assert stored(api)["metadata"]["ownerReferences"][0]["uid"] == "uid-node-a-again"
 
 
+def test_deleted_between_read_and_write(api: FakeApiServer, client: Any) -> None:
+    """The cached copy says the slice exists; it was deleted meanwhile, unseen (no watch).
+    The apply carries a resourceVersion, so the server answers 404; the publisher re-reads and
+    creates it."""
+    pub = SlicePublisher(client, NODE)
+    pub.set_devices([render()])
+    pub.sync()
+    api.delete_object("resourceslices", f"{NODE}-liken.sh")
+    pub.set_devices([render(), plain("usb-1-1-1-0")])
+    assert pub.sync()
+    assert len(stored(api)["spec"]["devices"]) == 2
+    assert stored(api)["spec"]["pool"]["generation"] == 2
+
+
 def test_someone_elses_edit_is_undone(api: FakeApiServer, client: Any) -> None:
     pub = SlicePublisher(client, NODE)
     pub.set_devices([render()])

@@ -764,6 +764,10 @@ class FakeApiServer:
         cmeta = config.get("metadata") or {}
         if cmeta.get("name") not in (None, key[2]):
             raise ApiFailure(400, "the name of the object does not match the URL")
+        if old is None and cmeta.get("resourceVersion"):
+            # The API server's create-on-update refuses a precondition on an object that is
+            # not there: NotFound.
+            raise ApiFailure(404, f'{plural} "{key[2]}" not found')
         if old is not None and cmeta.get("resourceVersion") not in (
                 None, old["metadata"]["resourceVersion"]):
             raise ApiFailure(409, f'Operation cannot be fulfilled on {plural} "{key[2]}": the '

@@ -149,13 +149,11 @@ class SlicePublisher:
             for _ in range(3):  # a 409 means someone wrote in between: read again, at once
                 try:
                     done = self._attempt()
-                except Exception as exc:
-                    if error_code(exc) == 409:
-                        self._metrics.api_error("slice", 409)
-                        with self._lock:
-                            self._stored_known = False
-                        continue
-                    raise
+                except _Reread as exc:
+                    self._metrics.api_error("slice", exc.code)
+                    with self._lock:
+                        self._stored_known = False
+                    continue
                 if done:
                     self._backoff.reset()
                     self._outage.recovered(f"slice {self.name} in sync "
@@ -192,8 +190,16 @@ class SlicePublisher:
         if self._validate and not self._locally_valid(obj):
             return True  # nothing to retry: the same devices would fail the same way
         res = Resources.slice()
-        stored = as_dict(self._client.apply(res.from_dict(obj), field_manager=FIELD_MANAGER,
-                                            force=True))
+        try:
+            stored = as_dict(self._client.apply(res.from_dict(obj), field_manager=FIELD_MANAGER,
+                                                force=True))
+        except Exception as exc:
+            code = error_code(exc)
+            # 409: written since we read it; 404: deleted since we read it (an apply carrying a
+            # resourceVersion does not create). Either way: read again and decide again.
+            if code in (404, 409):
+                raise _Reread(code) from exc
+            raise
         self.writes += 1
         self.generation = int(stored.get("spec", {}).get("pool", {}).get("generation",
                                                                          generation))
@@ -273,6 +279,14 @@ class SlicePublisher:
             with self._lock:
                 self._stored_known = False  # after an outage, read before deciding
         self._retry_at = time.monotonic() + delay
+
+
+class _Reread(Exception):
+    """The object changed under us; read it again (not a failure by itself)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"{code}: the slice changed since it was read")
+        self.code = code
 
 
 class _Conflicted(Exception):
