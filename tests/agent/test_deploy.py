@@ -57,6 +57,13 @@ def test_daemonset_mounts_what_the_agent_reads() -> None:
     assert volumes[mounts["/run/liken"]["name"]]["hostPath"]["path"] == "/run/liken"
     assert container["args"][0] == "run"
     assert pod["serviceAccountName"] == "liken-devices"
+    # The arguments are ones `liken-devices run` takes, with the kubelet's paths as defaults.
+    args = build_parser().parse_args([a.replace("$(NODE_NAME)", "node-1")
+                                      for a in container["args"]])
+    assert args.node == "node-1" and args.metrics_port == 9464
+    assert str(args.plugin_dir) in mounts and str(args.registry_dir) in mounts
+    assert str(args.cdi_dir) in mounts and str(args.state_dir).startswith("/var/lib/liken-devices")
+    assert str(args.facts).startswith("/run/liken/")
 
 
 def granted() -> set[tuple[str, str]]:
