@@ -196,6 +196,30 @@ def test_machine_status_and_spec_changes(api: FakeApiServer, node: FixtureNode,
         run.stop()
 
 
+def test_machine_created_later_and_status_edits_undone(api: FakeApiServer, node: FixtureNode,
+                                                       tmp_path: Path) -> None:
+    run = start(api, node, tmp_path, machine=False)
+    try:
+        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"])
+        api.wait_for(lambda: all(w.connected.is_set() for w in run.agent._watches))
+        api.add_machine(run.name, {})  # same (empty) spec: no walk needed, a status to write
+
+        def conditions() -> list[str]:
+            status = (api.get_object("machines", run.name) or {}).get("status") or {}
+            return [c["type"] for c in status.get("conditions", [])]
+
+        api.wait_for(lambda: "FactsPublished" in conditions(), 5)
+        # Someone else rewrites the status: the agent puts its own back.
+        obj = api.get_object("machines", run.name)
+        assert obj is not None
+        obj["status"] = {"conditions": [{"type": "Other", "status": "True"}]}
+        api.put_object("machines", obj)
+        api.wait_for(lambda: "FactsPublished" in conditions() and "Other" not in conditions(),
+                     5)
+    finally:
+        run.stop()
+
+
 def test_slice_deleted_by_kubelet_comes_back(api: FakeApiServer, node: FixtureNode,
                                              tmp_path: Path) -> None:
     run = start(api, node, tmp_path)

@@ -140,6 +140,8 @@ class Agent:
         self.reporter.observe(kind, obj)
         if self.reporter.spec != self._walked_spec:
             self.wake("machine-spec")
+        elif not self.reporter.in_sync():
+            self.wake("report")  # the Machine appeared, or someone else changed its status
         elif kind == "RESYNC":
             self.wake("check")  # a re-read may have scheduled a retry: recompute the timeout
 
@@ -217,7 +219,7 @@ class Agent:
                     self._debounce.wake(now)
                 else:
                     self.metrics.uevents_ignored.inc()
-        walk_now = publish_now = False
+        walk_now = publish_now = report_now = False
         if self._wake_r in ready:
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._wake_r, 4096):
@@ -226,6 +228,8 @@ class Agent:
                 reason = self._reasons.popleft()
                 if reason == "slice":
                     publish_now = True
+                elif reason == "report":
+                    report_now = True
                 elif reason != "check":  # a spec change, a serial line that ended
                     walk_now = True
         if self._stop.is_set():
@@ -236,7 +240,7 @@ class Agent:
             return
         if self.publisher is not None and (publish_now or self._due(self.publisher, now)):
             self.publisher.sync()
-        if self.reporter is not None and self._due(self.reporter, now):
+        if self.reporter is not None and (report_now or self._due(self.reporter, now)):
             self.reporter.sync()
             if self.reporter.spec != self._walked_spec:
                 # The Machine could not be read when the last walk ran (an outage at start).
