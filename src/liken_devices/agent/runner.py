@@ -104,7 +104,9 @@ class Agent:
         os.set_blocking(self._wake_w, False)
         self._pipe_lock = threading.RLock()  # a signal handler may re-enter
         self._reasons: deque[str] = deque()
-        self._stop = threading.Event()
+        # A plain flag: request_stop runs in signal handlers, where taking a lock (as
+        # threading.Event.set does) could deadlock against the interrupted main thread.
+        self._stopping = False
         self._overflow_said: int | None = None
         self._offline_generation = 0
         self._offline_devices: list[dict[str, Any]] | None = None
@@ -121,7 +123,7 @@ class Agent:
         self._poke(b"w")
 
     def request_stop(self, *_: object) -> None:
-        self._stop.set()
+        self._stopping = True
         self._poke(b"s")
 
     def _poke(self, byte: bytes) -> None:
@@ -192,19 +194,20 @@ class Agent:
         return max(0.0, min(deadlines) - now)
 
     def _loop(self, uevents: UeventSocket) -> None:
-        while not self._stop.is_set():
+        while not self._stopping:
             try:
                 self._turn(uevents)
             except Exception:
                 # A bug in one pass must not end the node's agent: log it, and walk again soon.
                 log.exception("agent loop pass failed")
-                self._stop.wait(1.0)  # never a busy loop, whatever failed
+                with contextlib.suppress(OSError, ValueError):  # never a busy loop
+                    select.select([self._wake_r], [], [], 1.0)
                 self._debounce.wake(time.monotonic())
 
     def _turn(self, uevents: UeventSocket) -> None:
         """One pass: wait for the kernel, a watch or a deadline, then do what is due."""
         fds = [uevents.fileno(), self._wake_r]
-        if self._stop.is_set():
+        if self._stopping:
             return
         timeout = self._timeout(time.monotonic())
         try:
@@ -232,7 +235,7 @@ class Agent:
                     report_now = True
                 elif reason != "check":  # a spec change, a serial line that ended
                     walk_now = True
-        if self._stop.is_set():
+        if self._stopping:
             return
         if walk_now or self._debounce.due(now):
             self._debounce.clear()
