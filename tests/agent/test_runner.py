@@ -89,10 +89,10 @@ def test_follows_uevents_and_ignores_virtual_net(api: FakeApiServer, node: Fixtu
         assert run.agent.walks == 1
         usb = node.plug_usb(3)
         synthetic_uevent("add")
-        run.wait_names([usb, "pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=5)
+        run.wait_names([usb, "pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=12)
         node.unplug_usb(3)
         synthetic_uevent("remove")
-        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=5)
+        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=12)
         gen = api.get_object("resourceslices", f"{run.name}-liken.sh")["spec"]["pool"]  # type: ignore[index]
         assert gen["generation"] == 3
         # A veth pair (many uevents under /devices/virtual/net/) wakes no walk.
@@ -125,10 +125,10 @@ def test_real_device_arrivals_wake_a_walk(api: FakeApiServer, node: FixtureNode,
         run.wait_names(gpu)
         first = node.plug_usb(10)
         with loop_device():
-            run.wait_names([*gpu, first], timeout=5)
+            run.wait_names([*gpu, first], timeout=12)
         second = node.plug_usb(11)
         with zram_device():
-            run.wait_names([*gpu, first, second], timeout=5)
+            run.wait_names([*gpu, first, second], timeout=12)
     finally:
         run.stop()
 
@@ -186,11 +186,11 @@ def test_machine_status_and_spec_changes(api: FakeApiServer, node: FixtureNode,
         # A spec change arrives through the watch and makes a walk at once.
         walks = run.agent.walks
         api.set_machine_spec(run.name, {"modules": ["snd_hda_intel"]})
-        api.wait_for(lambda: run.agent.walks > walks, timeout=5)
+        api.wait_for(lambda: run.agent.walks > walks, timeout=12)
         assert run.agent.machine_spec().modules == ("snd_hda_intel",)
         # The machine side's fragment reaches the status (the CRD's schema accepts it).
         api.wait_for(lambda: [m["name"] for m in status().get("modules", [])]
-                     == ["snd_hda_intel"], timeout=5)
+                     == ["snd_hda_intel"], timeout=12)
         assert status()["modules"][0]["state"]
     finally:
         run.stop()
@@ -227,7 +227,7 @@ def test_slice_deleted_by_kubelet_comes_back(api: FakeApiServer, node: FixtureNo
         run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"])
         api.wait_for(lambda: any(w.connected.is_set() for w in run.agent._watches))
         api.kubelet_restart_wipe(run.name)
-        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=5)
+        run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=12)
         obj = api.get_object("resourceslices", f"{run.name}-liken.sh")
         assert obj is not None and obj["spec"]["pool"]["generation"] == 2
     finally:
@@ -326,7 +326,8 @@ def test_offline_with_machine_file(node: FixtureNode, tmp_path: Path) -> None:
         assert status["conditions"][0]["type"] == "FactsPublished"
         usb = node.plug_usb(7)
         synthetic_uevent("add")
-        deadline = time.monotonic() + 5
+        # Other tests' uevents can stretch the burst to its 5 s cap (decisions "Uevents").
+        deadline = time.monotonic() + 12
         while time.monotonic() < deadline:
             obj = json.loads((tmp_path / "slice.json").read_text())
             if usb in [d["name"] for d in obj["spec"]["devices"]]:
@@ -370,7 +371,7 @@ def test_a_failing_part_does_not_end_the_agent(node: FixtureNode, tmp_path: Path
         assert agent.ready.wait(10)
         usb = node.plug_usb(8)
         synthetic_uevent("add")
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 12
         while time.monotonic() < deadline and usb not in out.read_text():
             time.sleep(0.05)
         assert usb in [d["name"] for d in json.loads(out.read_text())["spec"]["devices"]]

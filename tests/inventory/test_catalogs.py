@@ -43,4 +43,6 @@ def test_id_names() -> None:
                         "C 09  Hub\n\t00  Unused\n")
     assert ids.name("1d6b", "0002") == "Linux Foundation 2.0 root hub"
     assert ids.name("1d6b", "0003") is None
-    assert ("09", "00") not in ids.devices
+    assert ids.name("0009", "0000") is None  # the class section is not a vendor
+    assert IdNames.parse("8086  Intel\n\t1234  Thing\n\t\t1028 0001  Sub\n").name("8086", "1234") \
+        == "Intel Thing"

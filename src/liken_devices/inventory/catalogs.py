@@ -12,6 +12,7 @@ literal prefix and answers are cached per modalias.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -35,71 +36,116 @@ def _literal_prefix(pattern: str) -> str:
     return pattern
 
 
+def _could_match(pattern: str, modalias: str) -> bool:
+    """A cheap necessary condition: the glob's literal pieces appear in order.
+
+    It spares fnmatch (which compiles and caches a regular expression per pattern) all but the
+    few patterns that can match; pieces holding ``?`` or ``[`` are left to fnmatch.
+    """
+    pieces = pattern.split("*")
+    first = pieces[0]
+    if not (_WILD & set(first)) and not modalias.startswith(first):
+        return False
+    pos = len(first)
+    for piece in pieces[1:]:
+        if not piece or _WILD & set(piece):
+            continue
+        found = modalias.find(piece, pos)
+        if found < 0:
+            return False
+        pos = found + len(piece)
+    return True
+
+
 @dataclass(frozen=True)
 class AliasIndex:
-    by_prefix: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
-    short: tuple[tuple[str, str], ...] = ()
+    """``modules.alias`` grouped by the first characters of each glob's literal prefix.
+
+    Each group is kept as one string of ``pattern module`` lines: tens of thousands of small
+    tuples would cost the node agent about 9 MiB for answers it needs a handful of times.
+    """
+
+    by_prefix: dict[str, str] = field(default_factory=dict)
+    short: str = ""  # globs whose literal prefix is shorter than the index key
 
     @staticmethod
     def parse(text: str) -> AliasIndex:
-        by_prefix: dict[str, list[tuple[str, str]]] = {}
-        short: list[tuple[str, str]] = []
-        for line in text.splitlines():
-            parts = line.split()
-            if len(parts) != 3 or parts[0] != "alias":
-                continue
-            pattern, module = parts[1], parts[2]
+        by_prefix: dict[str, list[str]] = {}
+        short: list[str] = []
+        for m in _ALIAS_LINE.finditer(text):  # one line at a time: no list of 30,000 lines
+            pattern = m.group(1)
             literal = _literal_prefix(pattern)
+            entry = f"{pattern} {m.group(2)}"
             if len(literal) >= _PREFIX:
-                by_prefix.setdefault(literal[:_PREFIX], []).append((pattern, module))
+                by_prefix.setdefault(literal[:_PREFIX], []).append(entry)
             else:
-                short.append((pattern, module))
-        return AliasIndex({k: tuple(v) for k, v in by_prefix.items()}, tuple(short))
+                short.append(entry)
+        return AliasIndex({k: "\n".join(v) for k, v in by_prefix.items()}, "\n".join(short))
 
     def match(self, modalias: str) -> tuple[str, ...]:
         found: list[str] = []
-        for pattern, module in (*self.by_prefix.get(modalias[:_PREFIX], ()), *self.short):
-            if fnmatchcase(modalias, pattern) and module not in found:
-                found.append(module)
+        for group in (self.by_prefix.get(modalias[:_PREFIX], ""), self.short):
+            for entry in group.split("\n") if group else ():
+                pattern, _, module = entry.partition(" ")
+                if module not in found and _could_match(pattern, modalias) \
+                        and fnmatchcase(modalias, pattern):
+                    found.append(module)
         return tuple(found)
 
 
-def _parse_ids(text: str) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
-    """Vendor and device names from pci.ids/usb.ids (``vvvv  Name`` / ``\\tdddd  Name``)."""
-    vendors: dict[str, str] = {}
-    devices: dict[tuple[str, str], str] = {}
-    vendor: str | None = None
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        if line[0] == "\t":
-            if vendor is not None and len(line) > 7 and line[1] != "\t" and line[5:7] == "  ":
-                devices[(vendor, line[1:5].lower())] = line[7:].strip()
-            continue
-        if len(line) > 6 and line[4:6] == "  " and all(c in "0123456789abcdefABCDEF"
-                                                       for c in line[:4]):
-            vendor = line[:4].lower()
-            vendors[vendor] = line[6:].strip()
-        else:
-            vendor = None  # a class or other section: its lines are not devices
-    return vendors, devices
+_VENDOR_LINE = re.compile(r"^([0-9a-fA-F]{4})  \S", re.MULTILINE)
+_ALIAS_LINE = re.compile(r"^alias[ \t]+(\S+)[ \t]+(\S+)[ \t]*$", re.MULTILINE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class IdNames:
-    vendors: dict[str, str] = field(default_factory=dict)
-    devices: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Vendor and device names from pci.ids/usb.ids, looked up on demand.
+
+    The files list some 40,000 devices; parsed into dictionaries they cost about 12 MiB of the
+    node agent's memory, for the few names a machine needs. So the text is kept (about 2 MiB)
+    with the offset of each vendor's line (``vvvv  Name``), and a lookup scans that vendor's
+    device lines (``\tdddd  Name``; ``\t\t`` lines are subsystems), caching the answer.
+    """
+
+    text: str = ""
+    vendor_at: dict[str, int] = field(default_factory=dict)
+    _cache: dict[tuple[str, str], str | None] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def parse(text: str) -> IdNames:
-        return IdNames(*_parse_ids(text))
+        vendor_at: dict[str, int] = {}
+        # A vendor line; the class sections (C 03, HUT 01, ...) never start with 4 hex digits.
+        for m in _VENDOR_LINE.finditer(text):
+            vendor_at.setdefault(m.group(1).lower(), m.start())
+        return IdNames(text, vendor_at)
 
     def name(self, vendor: str, product: str) -> str | None:
-        """``Vendor Product`` words, the vendor alone, or None when the vendor is unknown."""
-        v = self.vendors.get(vendor)
-        d = self.devices.get((vendor, product))
-        if v and d:
-            return f"{v} {d}"
+        """``Vendor Product`` words, or None when either is unknown."""
+        key = (vendor, product)
+        if key not in self._cache:
+            self._cache[key] = self._lookup(vendor, product)
+        return self._cache[key]
+
+    def _lookup(self, vendor: str, product: str) -> str | None:
+        pos = self.vendor_at.get(vendor)
+        if pos is None:
+            return None
+        text = self.text
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        vendor_name = text[pos + 6:end].strip()
+        i = end + 1
+        while i < len(text):
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            line = text[i:end]
+            i = end + 1
+            if not line or line[0] == "#" or line.startswith("\t\t"):
+                continue
+            if line[0] != "\t":
+                return None  # the next vendor: the product is not listed
+            if line[5:7] == "  " and line[1:5].lower() == product:
+                return f"{vendor_name} {line[7:].strip()}"
         return None
 
 

@@ -1,4 +1,4 @@
-"""The plugin on the wire: the kubelet's gRPC services on two unix sockets.
+"""The plugin on the wire: the kubelet's gRPC services on two unix sockets of one server.
 
 dra-api.md §6.1/§6.4: the DRA socket (``<plugin dir>/dra.sock``) serves the DRAPlugin service in
 v1 and v1beta1 and the v1alpha1 health service, and is served first; the registration socket
@@ -160,40 +160,40 @@ def prepare_socket(path: Path) -> None:
         raise SocketError(f"{path} exists and is not a socket; not replacing it")
 
 
-def _serve(path: Path, workers: int, name: str) -> grpc.Server:
-    prepare_socket(path)
-    server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name),
-                         options=[("grpc.so_reuseport", 0)])
-    return server
-
-
 class Servers:
-    """The two gRPC servers of one plugin."""
+    """The plugin's gRPC server, listening on both unix sockets.
+
+    One server with two ports rather than two servers: each grpc server keeps its own polling
+    threads, and on an idle node the second one alone cost as much CPU as the whole agent's budget
+    (docs/performance.md). Both sockets are bound before the server starts, the DRA socket first,
+    so the DRA endpoint exists before the registration socket appears to the kubelet's watcher;
+    each socket also answers the other's services, which only the kubelet can reach.
+    """
 
     def __init__(self, plugin: Plugin) -> None:
         self.plugin = plugin
-        self.dra: grpc.Server | None = None
-        self.registration: grpc.Server | None = None
+        self.server: grpc.Server | None = None
 
     def start(self) -> None:
         cfg = self.plugin.config
-        dra = _serve(cfg.dra_socket, cfg.grpc_workers, "dra")
-        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_DRAPluginV1(self.plugin), dra)
-        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(_DRAPluginV1beta1(self.plugin), dra)
+        prepare_socket(cfg.dra_socket)
+        prepare_socket(cfg.registration_socket)
+        server = grpc.server(ThreadPoolExecutor(max_workers=cfg.grpc_workers + 1,
+                                                thread_name_prefix="kubelet-grpc"),
+                             options=[("grpc.so_reuseport", 0)])
+        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_DRAPluginV1(self.plugin), server)
+        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(_DRAPluginV1beta1(self.plugin),
+                                                             server)
         health_v1alpha1_pb2_grpc.add_DRAResourceHealthServicer_to_server(_Health(self.plugin),
-                                                                          dra)
-        if dra.add_insecure_port(f"unix:{cfg.dra_socket}") == 0:
-            raise SocketError(f"cannot bind {cfg.dra_socket}")
-        dra.start()
-        self.dra = dra
+                                                                          server)
+        pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(
+            _Registration(self.plugin), server)
+        self.server = server
         try:
-            reg = _serve(cfg.registration_socket, 2, "reg")
-            pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(
-                _Registration(self.plugin), reg)
-            if reg.add_insecure_port(f"unix:{cfg.registration_socket}") == 0:
-                raise SocketError(f"cannot bind {cfg.registration_socket}")
-            reg.start()
-            self.registration = reg
+            for path in (cfg.dra_socket, cfg.registration_socket):  # the DRA socket first
+                if server.add_insecure_port(f"unix:{path}") == 0:
+                    raise SocketError(f"cannot bind {path}")
+            server.start()
         except BaseException:
             self.stop()
             raise
@@ -202,15 +202,18 @@ class Servers:
 
     def stop(self) -> None:
         cfg = self.plugin.config
-        # Registration first: the kubelet stops sending work before the DRA socket goes.
-        for server, path in ((self.registration, cfg.registration_socket),
-                             (self.dra, cfg.dra_socket)):
-            if server is not None:
-                server.stop(grace=1.0).wait()
-            try:
-                if stat.S_ISSOCK(path.lstat().st_mode):
-                    path.unlink()
-            except FileNotFoundError:
-                pass
-        self.registration = None
-        self.dra = None
+        # The registration socket goes first: the kubelet de-registers the driver and stops
+        # sending work before the DRA socket closes.
+        _unlink_socket(cfg.registration_socket)
+        if self.server is not None:
+            self.server.stop(grace=1.0).wait()
+        _unlink_socket(cfg.dra_socket)
+        self.server = None
+
+
+def _unlink_socket(path: Path) -> None:
+    try:
+        if stat.S_ISSOCK(path.lstat().st_mode):
+            path.unlink()
+    except FileNotFoundError:
+        pass
