@@ -92,8 +92,8 @@ def clean_string(raw: bytes | str | None) -> str | None:
     if raw is None:
         return None
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-    if text.isprintable() and "\ufffd" not in text and len(text) <= VALUE_MAX // 4:
-        return text.strip() or None  # the common case: short and clean
+    if text.isascii() and len(text) <= VALUE_MAX and text.isprintable():
+        return text.strip() or None  # the common case: short printable ASCII
     text = "".join(ch if ch.isprintable() and ch != "\ufffd" else "?" for ch in text).strip()
     data = text.encode("utf-8", errors="replace")
     if len(data) > VALUE_MAX:
