@@ -11,7 +11,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +42,6 @@ def a_slice(node: str = "n1", devices: list[dict[str, Any]] | None = None,
                      "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
                      "devices": devices if devices is not None else [
                          {"name": "pci-0000-00-02-0", "attributes": {"bus": {"string": "pci"}}}]}}
-
-
-@pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_create_get_list_by_field_selector(api: FakeApiServer) -> None:

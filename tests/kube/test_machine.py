@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from liken_devices.inventory import Facts, Inventory, Unclaimed
 from liken_devices.inventory.model import MachineSpec, SerioEntry
-from liken_devices.kube import MachineReporter, make_client
+from liken_devices.kube import MachineReporter
 from tests.support.fakeapi import FakeApiServer
 
 NODE = "node-m"
@@ -28,22 +26,6 @@ def inventory(readable: bool = True, unclaimed: int = 1) -> Inventory:
     facts = Facts(frozenset({"vda1"})) if readable else Facts(
         None, "facts root /run/liken/facts does not exist")
     return Inventory(devices=(), outcomes=(), unclaimed=items, facts=facts)
-
-
-@pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def client(api: FakeApiServer, tmp_path: Path) -> Iterator[Any]:
-    c = make_client(api.write_kubeconfig(tmp_path / "kubeconfig"), timeout=2.0)
-    yield c
-    c.close()
 
 
 def status(api: FakeApiServer) -> dict[str, Any]:

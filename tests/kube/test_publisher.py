@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from liken_devices.kube import GATE_MESSAGE, ObjectWatch, Resources, SlicePublisher, make_client
+from liken_devices.kube import GATE_MESSAGE, ObjectWatch, Resources, SlicePublisher
 from tests.support.fakeapi import FakeApiServer
 
 NODE = "node-a"
@@ -28,20 +26,10 @@ def plain(name: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    server.add_node(NODE, uid="uid-node-a")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def client(api: FakeApiServer, tmp_path: Path) -> Iterator[Any]:
-    c = make_client(api.write_kubeconfig(tmp_path / "kubeconfig"), timeout=2.0)
-    yield c
-    c.close()
+def api(api: FakeApiServer) -> FakeApiServer:
+    """The suite's loopback API server (tests/conftest.py), with this node's Node."""
+    api.add_node(NODE, uid="uid-node-a")
+    return api
 
 
 def stored(api: FakeApiServer) -> dict[str, Any]:

@@ -99,13 +99,10 @@ class Hardware:
 
 
 @pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    server.add_node(NODE)
-    try:
-        yield server
-    finally:
-        server.stop()
+def api(api: FakeApiServer) -> FakeApiServer:
+    """The suite's loopback API server (tests/conftest.py), with this node's Node."""
+    api.add_node(NODE)
+    return api
 
 
 @pytest.fixture
