@@ -405,17 +405,16 @@ class _Policy:
         if code is not None and code >> 8 in PCI_STRUCTURE_CLASSES:
             self.outcome(hw, BUS_STRUCTURE, "a PCI bridge: structure that peripherals attach to")
             return
-        if not hw.dev.driver:
-            self.outcome(hw, NO_DRIVER)
-            self.add_unclaimed(hw)
-            return
-        self.publish_nodes(hw, roles)
+        self.publish_if_driven(hw, roles)
 
     def decide_board(self, hw: Hardware, roles: frozenset[str] | None) -> None:
         # A board device is considered when it owns a device node (seed "What a node
         # publishes"); the hundreds of firmware-described devices without one are not.
-        if not hw.nodes:
-            return
+        if hw.nodes:
+            self.publish_if_driven(hw, roles)
+
+    def publish_if_driven(self, hw: Hardware, roles: frozenset[str] | None) -> None:
+        """Condition 1: hardware with no driver supplies nothing; it is unclaimed instead."""
         if not hw.dev.driver:
             self.outcome(hw, NO_DRIVER)
             self.add_unclaimed(hw)
