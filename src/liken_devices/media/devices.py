@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inventory.model import Inventory, PublishedDevice
+from ..inventory.policy import clean_string
 from .capabilities import capability_flags, log_line
 from .probe import DEFAULT_TIMEOUT, ProbeResult, probe_nodes
 
@@ -28,13 +29,6 @@ PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 # Copied from the liken.sh render node, so `kubectl get resourceslice` shows which GPU a device
 # is about (seed, "Attributes"); an attribute the render node lacks stays absent.
 COPIED = ("address", "driver", "vendor", "product", "name", PCI_BUS_ID)
-MAX_STRING_BYTES = 64  # DeviceAttribute string values (dra-api.md section 2; decisions.md)
-
-
-def cut_string(text: str, limit: int = MAX_STRING_BYTES) -> str:
-    """Printable text of at most ``limit`` UTF-8 bytes, cut at a character boundary."""
-    clean = "".join(c if c.isprintable() else "\ufffd" for c in text.strip())
-    return clean.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
 
 
 def render_devices(inventory: Inventory) -> list[PublishedDevice]:
@@ -74,7 +68,8 @@ class MediaDevice:
         attrs: dict[str, str | bool] = dict(self.flags)
         raw = self.result.raw
         if raw is not None:
-            vendor = cut_string(raw.vendor)
+            # The same cleaning as every liken.sh string: printable, at most 64 bytes.
+            vendor = clean_string(raw.vendor)
             if vendor:  # an attribute is absent, never empty (decisions.md, "Attributes")
                 attrs["vaDriver"] = vendor
         for key in COPIED:
