@@ -23,6 +23,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..sysfs.model import DevNode, Snapshot, SysDevice
 from .context import Context
@@ -106,6 +107,7 @@ def name_part(address: str) -> str:
     return _NON_NAME.sub("-", address.lower()).strip("-")
 
 
+@lru_cache(maxsize=8192)
 def device_name(bus: str, address: str, suffix: str = "", *, hashed: bool = False) -> str:
     """``<bus>-<address><suffix>`` cut to 63 characters, the base cut first (decisions "Names")."""
     base = f"{bus}-{name_part(address)}"
@@ -116,6 +118,11 @@ def device_name(bus: str, address: str, suffix: str = "", *, hashed: bool = Fals
         base = (base[:-7] if len(base) > 7 else "") + "-" + digest
         base = base[:room].lstrip("-")
     return base + suffix
+
+
+# The attributes computed by the last walks, by hardware path, with the objects they came from.
+_ATTRIBUTES: dict[str, tuple[tuple[object, ...], dict[str, AttrValue]]] = {}
+_ATTRIBUTES_MAX = 20000
 
 
 @dataclass
@@ -257,6 +264,28 @@ class _Policy:
     # -- attributes (decisions "Attributes") ---------------------------------------------------
 
     def attributes(self, hw: Hardware) -> dict[str, AttrValue]:
+        """The hardware's attributes; a fresh dict the caller may extend.
+
+        They depend only on the hardware's own device, its USB device and first interface, and
+        the catalogs. The sysfs reader hands back the same device objects while a device is
+        unchanged, so the answer of the last walk is reused when all of them are the same objects.
+        """
+        usb = self.devs.get(hw.dev.parent_path) if hw.kind == "usb-interface" else None
+        first = self.first_interface(hw.dev) if hw.kind == "usb-device" else None
+        inputs = (hw.dev, usb, first, self.ctx.catalogs)
+        known = _ATTRIBUTES.get(hw.path)
+        if known is not None:
+            was = known[0]
+            if was[0] is inputs[0] and was[1] is inputs[1] and was[2] is inputs[2] \
+                    and was[3] is inputs[3]:
+                return dict(known[1])
+        attrs = self._attributes(hw)
+        if len(_ATTRIBUTES) > _ATTRIBUTES_MAX:
+            _ATTRIBUTES.clear()
+        _ATTRIBUTES[hw.path] = (inputs, attrs)
+        return dict(attrs)
+
+    def _attributes(self, hw: Hardware) -> dict[str, AttrValue]:
         attrs: dict[str, AttrValue] = {"bus": hw.bus, "address": hw.address}
         dev = hw.dev
         if hw.kind != "usb-device" and dev.driver:
@@ -563,6 +592,9 @@ class _Policy:
                                               c.hw.path, c.kind))
         published.sort(key=lambda d: d.name)
         kept, overflow = published[:MAX_DEVICES], published[MAX_DEVICES:]
+        if not overflow and not renamed:
+            return Inventory(tuple(kept), tuple(self.outcomes), tuple(self.unclaimed), (),
+                             self.ctx.facts, dict(self.held))
         dropped = {d.name for d in overflow}
         outcomes: list[Outcome] = []
         for o in self.outcomes:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import threading
 from pathlib import Path
 
 from .devnames import default_devname
@@ -34,11 +35,15 @@ USB_INTERFACE_ATTRS: tuple[str, ...] = ()
 PCI_FALLBACK_ATTRS = ("vendor", "device", "class", "modalias")
 
 
-# A device path's subsystem is fixed by the kernel object behind it (class devices live under a
-# directory named for their class), so it is read once per path and kept across walks. Bounded:
-# the cache is dropped when it grows past what any machine has.
-_SUBSYSTEMS: dict[tuple[str, str], str | None] = {}
-_SUBSYSTEMS_MAX = 20000
+# What the last walks read, per (root, path): the uevent's bytes, how the device was found, and
+# the device made of them. The uevent changes whenever the driver, the device number or the
+# enumeration does (DRIVER, MAJOR/MINOR, DEVNAME, BUSNUM/DEVNUM), and the attributes read
+# besides it (a USB device's descriptor strings) are fixed for one enumeration, so an unchanged
+# uevent means an unchanged device. The subsystem of a path never changes (class devices live
+# under a directory named for their class). Entries of paths a walk no longer finds are dropped.
+_KNOWN: dict[tuple[str, str], tuple[bytes, str | None, SysDevice]] = {}
+_KNOWN_MAX = 20000
+_KNOWN_LOCK = threading.Lock()
 
 
 class _Walk:
@@ -113,6 +118,14 @@ class _Walk:
                 self.problem(f"{path} vanished during the walk; skipped")
                 return
             raw = b""
+        cache_key = (self.root, path)
+        known = _KNOWN.get(cache_key)
+        # Virtual block devices are read again each time: their slaves can change (a device-mapper
+        # table reload) while their uevent stays the same.
+        virtual_block = node_type == "b" and path.startswith("/devices/virtual/")
+        if known is not None and known[0] == raw and known[1] == node_type and not virtual_block:
+            self.devices[path] = known[2]
+            return
         props: dict[str, str] = {}
         for line in raw.decode("utf-8", errors="replace").splitlines():
             key, sep, value = line.partition("=")
@@ -121,14 +134,8 @@ class _Walk:
         # The kernel's uevent file carries DRIVER when one is bound, but never SUBSYSTEM: that
         # comes from the index the device was found in, or from its subsystem link.
         if subsystem is None:
-            cache_key = (self.root, path)
-            if cache_key in _SUBSYSTEMS:
-                subsystem = _SUBSYSTEMS[cache_key]
-            else:
-                subsystem = self.link_name(path + "/subsystem") or props.get("SUBSYSTEM")
-                if len(_SUBSYSTEMS) > _SUBSYSTEMS_MAX:
-                    _SUBSYSTEMS.clear()
-                _SUBSYSTEMS[cache_key] = subsystem
+            subsystem = known[2].subsystem if known is not None else (
+                self.link_name(path + "/subsystem") or props.get("SUBSYSTEM"))
         driver = props.get("DRIVER")
         if driver is None and subsystem in BUSES:
             driver = self.link_name(path + "/driver")
@@ -147,9 +154,20 @@ class _Walk:
         if node_type is not None:
             node = self.node(path, node_type, subsystem, props, attrs)
         slaves: tuple[str, ...] = ()
-        if node_type == "b" and path.startswith("/devices/virtual/"):
+        if virtual_block:
             slaves = tuple(self.listdir(path + "/slaves"))
-        self.devices[path] = SysDevice(path, subsystem, driver, props, attrs, node, slaves)
+        dev = SysDevice(path, subsystem, driver, props, attrs, node, slaves)
+        self.devices[path] = dev
+        with _KNOWN_LOCK:
+            if len(_KNOWN) > _KNOWN_MAX:
+                _KNOWN.clear()
+            _KNOWN[cache_key] = (raw, node_type, dev)
+
+    def forget_vanished(self) -> None:
+        """Drop what earlier walks read of paths this walk did not find."""
+        with _KNOWN_LOCK:
+            for key in [k for k in _KNOWN if k[0] == self.root and k[1] not in self.devices]:
+                del _KNOWN[key]
 
     def node(self, path: str, node_type: str, subsystem: str | None, props: dict[str, str],
              attrs: dict[str, bytes]) -> DevNode | None:
@@ -232,4 +250,5 @@ def read_sysfs(root: Path | str = "/sys") -> Snapshot:
         path = walk.resolve(f"/bus/{bus}/devices", name)
         if path is not None:
             walk.load(path, subsystem=bus)
+    walk.forget_vanished()
     return Snapshot(walk.devices, walk.console(), tuple(walk.problems))
