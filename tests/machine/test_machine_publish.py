@@ -52,6 +52,9 @@ class BindingLoader:
         drivers = self.sysfs / "bus" / "pci" / "drivers" / "snd_hda_intel"
         drivers.mkdir(parents=True)
         link(dev / "driver", drivers)
+        # As the kernel does on a bind: the device's uevent names its driver from then on.
+        with (dev / "uevent").open("a") as f:
+            f.write("DRIVER=snd_hda_intel\n")
         ctl = dev / "sound" / "card0" / "controlC0"
         ctl.mkdir(parents=True)
         (ctl / "uevent").write_text("MAJOR=116\nMINOR=0\nDEVNAME=snd/controlC0\n")

@@ -81,3 +81,27 @@ def test_missing_root_gives_an_empty_snapshot(tmp_path: Path) -> None:
 def test_reads_this_machine(tmp_path: Path) -> None:
     snap = read_sysfs("/sys")
     assert any(d.subsystem == "pci" for d in snap.devices.values()) or snap.devices
+
+
+def test_rewalk_sees_binds_and_replugs(tmp_path: Path) -> None:
+    """Devices are reused between walks only while unchanged: a bind (uevent's DRIVER, or only
+    the driver link in a tree the kernel did not write) and a replug are seen at once."""
+    b = SysfsBuilder(tmp_path)
+    hda = b.pci("0000:00:1f.3", cls=0x040300)
+    usb = b.usb_device("1-2", devnum=3, serial="A")
+    first = read_sysfs(tmp_path)
+    assert first.devices[hda.path].driver is None
+    assert read_sysfs(tmp_path).devices[usb.path] is first.devices[usb.path]  # reused
+    b.set_driver(hda, "pci", "snd_hda_intel")  # uevent and link, as the kernel does
+    assert read_sysfs(tmp_path).devices[hda.path].driver == "snd_hda_intel"
+    os.unlink(b.dir(hda) / "driver")  # a link-only change, uevent untouched
+    (b.dir(hda) / "uevent").write_text("PCI_CLASS=40300\nPCI_ID=8086:1234\n")
+    assert read_sysfs(tmp_path).devices[hda.path].driver is None
+    drv = tmp_path / "bus/pci/drivers/other"
+    drv.mkdir(parents=True)
+    os.symlink(os.path.relpath(drv, b.dir(hda)), b.dir(hda) / "driver")
+    assert read_sysfs(tmp_path).devices[hda.path].driver == "other"
+    b.remove(usb)
+    usb = b.usb_device("1-2", devnum=4, serial="B")
+    again = read_sysfs(tmp_path).devices[usb.path]
+    assert again.attr("serial") == "B" and again.node is not None and again.node.minor == 3

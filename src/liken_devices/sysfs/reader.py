@@ -123,9 +123,15 @@ class _Walk:
         # Virtual block devices are read again each time: their slaves can change (a device-mapper
         # table reload) while their uevent stays the same.
         virtual_block = node_type == "b" and path.startswith("/devices/virtual/")
-        if known is not None and known[0] == raw and known[1] == node_type and not virtual_block:
-            self.devices[path] = known[2]
-            return
+        if known is not None and raw and known[0] == raw and known[1] == node_type \
+                and not virtual_block:
+            dev = known[2]
+            # A bus device's uevent names its driver once one is bound; where it names none, the
+            # driver link is the word (and a tree not written by the kernel may set only that).
+            if b"DRIVER=" in raw or dev.subsystem not in BUSES or \
+                    self.link_name(path + "/driver") == dev.driver:
+                self.devices[path] = dev
+                return
         props: dict[str, str] = {}
         for line in raw.decode("utf-8", errors="replace").splitlines():
             key, sep, value = line.partition("=")
