@@ -105,3 +105,17 @@ def test_rewalk_sees_binds_and_replugs(tmp_path: Path) -> None:
     usb = b.usb_device("1-2", devnum=4, serial="B")
     again = read_sysfs(tmp_path).devices[usb.path]
     assert again.attr("serial") == "B" and again.node is not None and again.node.minor == 3
+
+
+def test_rewalk_sees_a_class_node_with_new_numbers(tmp_path: Path) -> None:
+    """A class device's node is reused by path and numbers; new numbers are a new node."""
+    b = SysfsBuilder(tmp_path)
+    usb = b.usb_device("1-2", devnum=3)
+    iface = b.usb_interface(usb, driver="usbhid", cls=3)
+    raw = b.node(iface, "hidraw", "hidraw0", 240, 0, subdir="hidraw")
+    first = read_sysfs(tmp_path).devices[raw.path]
+    assert read_sysfs(tmp_path).devices[raw.path] is first
+    b.remove(raw)
+    raw = b.node(iface, "hidraw", "hidraw0", 240, 5, devname="hidraw0", subdir="hidraw")
+    again = read_sysfs(tmp_path).devices[raw.path]
+    assert again.node is not None and again.node.minor == 5

@@ -109,9 +109,20 @@ class _Walk:
         except OSError:
             return None
 
-    def load(self, path: str, node_type: str | None = None, subsystem: str | None = None) -> None:
+    def load(self, path: str, node_type: str | None = None, subsystem: str | None = None,
+             numbers: str | None = None) -> None:
         if path in self.devices:
             return
+        if numbers is not None and node_type == "c":
+            # A class device's node (not a bus device's) at the same path with the same numbers
+            # (the index entry's name, "major:minor") is the same node: its uevent holds nothing
+            # else the policy reads.
+            seen = _KNOWN.get((self.root, path))
+            if seen is not None and seen[1] == node_type and seen[2].node is not None \
+                    and seen[2].subsystem not in BUSES \
+                    and f"{seen[2].node.major}:{seen[2].node.minor}" == numbers:
+                self.devices[path] = seen[2]
+                return
         raw = self.read(path + "/uevent")
         if raw is None:
             if not os.path.isdir(self.root + path):
@@ -228,7 +239,7 @@ def read_sysfs(root: Path | str = "/sys") -> Snapshot:
             path = walk.resolve(entries, entry)
             if path is None or (node_type == "c" and path.startswith("/devices/virtual/")):
                 continue
-            walk.load(path, node_type)
+            walk.load(path, node_type, numbers=entry)
     for bus in ("pci", "usb"):
         for entry in sorted(index[bus]):
             path = walk.resolve(f"/bus/{bus}/devices", entry)
