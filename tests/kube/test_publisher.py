@@ -284,3 +284,41 @@ def test_missing_node_is_retried(api: FakeApiServer, client: Any) -> None:
     obj = api.get_object("resourceslices", "node-b-liken.sh")
     assert obj is not None and obj["spec"].get("devices", []) == []
     assert obj["metadata"]["ownerReferences"][0]["uid"] == "uid-b"
+
+
+class _DeletedDuringApply:
+    """The real client, except that the kubelet wipes the slice, and the watch reports it,
+    while our apply's answer is still on its way (the answer then describes a deleted slice)."""
+
+    def __init__(self, client: Any, api: FakeApiServer, pub: SlicePublisher) -> None:
+        self._client, self._api, self._pub = client, api, pub
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def apply(self, *args: Any, **kwargs: Any) -> Any:
+        answer = self._client.apply(*args, **kwargs)
+        if self.armed:
+            self.armed = False
+            gone = self._api.get_object("resourceslices", f"{NODE}-liken.sh")
+            assert self._api.kubelet_restart_wipe(NODE) == 1
+            assert self._pub.observe("DELETED", gone) is True
+        return answer
+
+
+def test_a_deletion_seen_during_a_write_is_not_forgotten(api: FakeApiServer,
+                                                         client: Any) -> None:
+    pub = SlicePublisher(client, NODE)
+    racy = _DeletedDuringApply(client, api, pub)
+    pub._client = racy
+    pub.set_devices([render()])
+    assert pub.sync()
+    racy.armed = True
+    pub.set_devices([render(), plain("usb-1-1-1-0")])
+    assert pub.sync()  # the write succeeded, and then the slice was deleted
+    assert api.get_object("resourceslices", f"{NODE}-liken.sh") is None
+    assert not pub.converged  # the deletion the watch reported is still known
+    assert pub.sync()
+    assert len(stored(api)["spec"]["devices"]) == 2
+    assert pub.converged

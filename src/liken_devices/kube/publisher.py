@@ -65,6 +65,10 @@ class SlicePublisher:
         self._desired: list[dict[str, Any]] | None = None
         self._stored: dict[str, Any] | None = None  # the server's copy as last seen
         self._stored_known = False  # False: read it before deciding
+        # Raised whenever the watch tells us something about the stored slice. A write's answer
+        # is kept only if nothing was seen while it was on its way: otherwise the watch's news
+        # (a deletion by the kubelet, say) is newer than the answer and must not be overwritten.
+        self._seen = 0
         self._node_uid: str | None = None
         self.generation = 0  # the highest generation seen or written
         self.gate_off = False  # the server drops allowMultipleAllocations
@@ -87,9 +91,11 @@ class SlicePublisher:
         with self._lock:
             if event == "RESYNC" or obj is None:
                 self._stored_known = False
+                self._seen += 1
                 return True
             if obj.get("metadata", {}).get("name") != self.name:
                 return False
+            self._seen += 1
             if event == "DELETED":
                 self._stored, self._stored_known = None, True
                 # The Node may be gone and back with a new uid (the garbage collector then
@@ -180,6 +186,7 @@ class SlicePublisher:
                 return True
             desired = copy.deepcopy(self._desired or [])
             current = copy.deepcopy(self._stored)
+            seen = self._seen
         if current is not None:
             self.generation = max(self.generation,
                                   int(current["spec"].get("pool", {}).get("generation", 0)))
@@ -205,7 +212,8 @@ class SlicePublisher:
                                                                          generation))
         self._check_dropped(desired, stored)
         with self._lock:
-            self._stored, self._stored_known = stored, True
+            if self._seen == seen:
+                self._stored, self._stored_known = stored, True
         count = len(stored.get("spec", {}).get("devices") or [])
         log.info("published ResourceSlice %s: %d devices, generation %d", self.name, count,
                  self.generation)
