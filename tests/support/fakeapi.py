@@ -10,10 +10,9 @@ accepts anything. This one speaks plain HTTP/1.1 JSON on 127.0.0.1 and keeps, pe
   with ``fieldManager``/``force`` and field ownership), delete (with uid/resourceVersion
   preconditions) and delete-collection (what the kubelet does at start, dra-api.md §6.3).
   Every write is checked with ``kubernetes_validate`` (strict, against 1.34 by default) and
-  with the API server's hand-written limits (dra-api.md §2), through
-  ``liken_devices.slices.validate_slice`` when the lead's module is importable and a built-in
-  subset otherwise; a violation answers 422 with a Status body. Immutable fields (§2.4 rule 1)
-  are enforced. ``metadata.generation`` rises when ``spec`` changes.
+  with the API server's hand-written limits (dra-api.md §2), through the project's own
+  ``liken_devices.slices.validate_slice``; a violation answers 422 with a Status body.
+  Immutable fields (§2.4 rule 1) are enforced. ``metadata.generation`` rises when ``spec`` changes.
 * ResourceClaims (namespaced): get and list; tests set, re-UID, de-allocate and delete them.
 * Nodes: get (tests add them; each has a uid for owner references).
 * Machines (``liken.sh/v1alpha1``, cluster-scoped): get, list, watch, create, and the
@@ -34,7 +33,6 @@ import copy
 import functools
 import itertools
 import json
-import re
 import socket
 import threading
 import time
@@ -49,6 +47,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from liken_devices.slices import validate_slice
+
 JSON = dict[str, Any]
 
 SLICES = ("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
@@ -60,8 +60,6 @@ KINDS = {k[2]: k for k in (SLICES, CLAIMS, NODES, MACHINES)}
 REPO = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO / "deploy" / "liken-devices" / "machine-crd.yaml"
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VALUE_MEMBERS = ("int", "bool", "string", "version", "ints", "bools", "strings", "versions")
 
 
@@ -84,83 +82,6 @@ class ApiFailure(Exception):
     def status(self) -> JSON:
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                 "message": self.message, "reason": self.reason, "code": self.code}
-
-
-def _is_dns_subdomain(value: str) -> bool:
-    return 0 < len(value) <= 253 and all(_DNS_LABEL.match(p) for p in value.split("."))
-
-
-def builtin_slice_limits(obj: JSON) -> list[str]:
-    """A subset of the API server's hand-written ResourceSlice rules (dra-api.md §2).
-
-    Used only while ``liken_devices.slices.validate_slice`` is not importable.
-    """
-    errors: list[str] = []
-    name = (obj.get("metadata") or {}).get("name", "")
-    if name and not _is_dns_subdomain(name):
-        errors.append(f"metadata.name: {name!r} is not a DNS-1123 subdomain")
-    spec = obj.get("spec") or {}
-    driver = spec.get("driver", "")
-    if not driver or len(driver) > 63 or not _is_dns_subdomain(driver.lower()):
-        errors.append(f"spec.driver: {driver!r} is not a valid driver name")
-    pool = spec.get("pool") or {}
-    pname = pool.get("name", "")
-    if not pname or len(pname) > 253 or not all(_is_dns_subdomain(p) for p in pname.split("/")):
-        errors.append(f"spec.pool.name: {pname!r} is invalid")
-    if pool.get("generation", -1) < 0:
-        errors.append("spec.pool.generation: must be >= 0")
-    if pool.get("resourceSliceCount", 0) < 1:
-        errors.append("spec.pool.resourceSliceCount: must be > 0")
-    chosen = [k for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
-              if spec.get(k) not in (None, "", False)]
-    if len(chosen) != 1:
-        errors.append("spec: exactly one of nodeName, nodeSelector, allNodes, "
-                      "perDeviceNodeSelection is required")
-    devices = spec.get("devices") or []
-    if len(devices) > 128:
-        errors.append(f"spec.devices: must have at most 128 items, has {len(devices)}")
-    seen: set[str] = set()
-    for i, dev in enumerate(devices):
-        where = f"spec.devices[{i}]"
-        dname = dev.get("name", "")
-        if not _DNS_LABEL.match(dname) or len(dname) > 63:
-            errors.append(f"{where}.name: {dname!r} is not a DNS-1123 label")
-        if dname in seen:
-            errors.append(f"{where}.name: duplicate {dname!r}")
-        seen.add(dname)
-        attrs = dev.get("attributes") or {}
-        caps = dev.get("capacity") or {}
-        if len(attrs) + len(caps) > 32:
-            errors.append(f"{where}: more than 32 attributes and capacities")
-        for key, value in attrs.items():
-            domain, _, ident = key.rpartition("/")
-            if "/" in domain or (key.count("/") and (not domain or not _is_dns_subdomain(
-                    domain.lower()) or len(domain) > 63)):
-                errors.append(f"{where}.attributes[{key}]: bad domain")
-            if not _C_IDENT.match(ident) or len(ident) > 32:
-                errors.append(f"{where}.attributes[{key}]: bad identifier")
-            members = [m for m in _VALUE_MEMBERS if isinstance(value, dict) and m in value
-                       and value[m] is not None]
-            if len(members) != 1:
-                errors.append(f"{where}.attributes[{key}]: exactly one value must be set")
-            for m in ("string", "version"):
-                if isinstance(value, dict) and isinstance(value.get(m), str) \
-                        and len(value[m].encode()) > 64:
-                    errors.append(f"{where}.attributes[{key}].{m}: longer than 64 bytes")
-        for key, cap in caps.items():
-            if isinstance(cap, dict) and cap.get("requestPolicy") is not None \
-                    and dev.get("allowMultipleAllocations") is not True:
-                errors.append(f"{where}.capacity[{key}].requestPolicy: "
-                              "allowMultipleAllocations must be true")
-    return errors
-
-
-def _slice_limits() -> Callable[[JSON], list[str]]:
-    try:
-        from liken_devices.slices import validate_slice
-    except ImportError:
-        return builtin_slice_limits
-    return validate_slice  # type: ignore[no-any-return]
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:
@@ -267,7 +188,7 @@ class FakeApiServer:
         self._connections: set[Any] = set()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self._slice_limits = _slice_limits()
+        self._slice_limits = validate_slice
         self._machine_schema = self._load_machine_schema()
         self._machine_validator: Any = None
 
