@@ -1,9 +1,10 @@
 """A fixture node for the agent's tests: a built sysfs tree the walk reads, and real uevents.
 
 The walk reads a tree the test controls (tests/support/sysfs_builder.py), while the kernel's
-uevents are real (reference/runtime.md §2): a synthetic ``change`` written to a real device's
-``uevent`` file, loop devices through /dev/loop-control, zram hot_add/hot_remove, veth pairs.
-Everything created is removed by the helpers' context managers.
+uevents are real (the kernel's "sysfs-uevent" ABI: an action written to a device's ``uevent``
+file makes the kernel send that uevent, tagged ``SYNTH_UUID``), loop devices through
+/dev/loop-control, zram hot_add/hot_remove, veth pairs. Everything created is removed by the
+helpers' context managers.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from liken_devices.inventory import Sources
 from tests.support.sysfs_builder import Dev, SysfsBuilder
 
 # A real device whose uevent file takes synthetic actions without touching the device
-# (runtime.md §2: echo change > /sys/class/tty/tty5/uevent).
+# (``echo add > /sys/class/tty/tty9/uevent``).
 SYNTHETIC_TTY = Path("/sys/devices/virtual/tty/tty9/uevent")
 LOOP_CTL_ADD = 0x4C80
 LOOP_CTL_REMOVE = 0x4C81
@@ -74,9 +75,13 @@ class FixtureNode:
         self.gpu = self.builder.gpu()
 
 
-def synthetic_uevent(action: str = "change") -> None:
-    """A real kernel uevent (with SYNTH_UUID) for a virtual tty; the tty is not touched."""
-    SYNTHETIC_TTY.write_text(f"{action} {uuid.uuid4()}\n")
+def synthetic_uevent(action: str) -> str:
+    """A real kernel uevent for a virtual tty (the tty is not touched); returns its SYNTH_UUID.
+
+    Only ``add``, ``remove``, ``bind``, ``unbind`` and ``move`` wake the agent's walk."""
+    tag = str(uuid.uuid4())
+    SYNTHETIC_TTY.write_text(f"{action} {tag}\n")
+    return tag
 
 
 @contextlib.contextmanager

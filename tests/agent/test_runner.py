@@ -1,5 +1,6 @@
 """The agent in-process: real uevents wake walks of a fixture tree; the loopback API server sees
-the slice and the Machine follow (issue 4, "Following the kernel", "The 128 cap", "The Machine").
+the slice and the Machine follow (``docs/agent.md``; decisions.md, "Uevents"; devices.txt,
+"Limits").
 """
 
 from __future__ import annotations
@@ -104,6 +105,33 @@ def test_follows_uevents_and_ignores_virtual_net(api: FakeApiServer, node: Fixtu
     assert run.rc == 0
 
 
+def test_change_online_and_offline_wake_no_walk(api: FakeApiServer, node: FixtureNode,
+                                                 tmp_path: Path) -> None:
+    """decisions.md, "Uevents": a laptop's battery sends a change every minute; that and a CPU's
+    online/offline are no hardware arriving, leaving or changing its driver."""
+    run = start(api, node, tmp_path)
+    try:
+        gpu = ["pci-0000-00-02-0", "pci-0000-00-02-0-display"]
+        run.wait_names(gpu)
+        metrics = run.agent.metrics
+        walks = run.agent.walks
+        seen, ignored = metrics.uevents._value.get(), metrics.uevents_ignored._value.get()
+        late = node.plug_usb(6)  # would show up if anything walked
+        for action in ("change", "online", "offline", "change"):
+            synthetic_uevent(action)
+        api.wait_for(lambda: metrics.uevents._value.get() >= seen + 4)
+        time.sleep(1.5)  # past the quiet second a woken burst would wait
+        assert metrics.uevents_ignored._value.get() >= ignored + 4
+        if metrics.uevents._value.get() - metrics.uevents_ignored._value.get() == seen - ignored:
+            assert run.agent.walks == walks
+            assert late not in run.slice_names()
+        # else another test on this machine made waking uevents meanwhile: a walk was right.
+        synthetic_uevent("bind")  # a driver change: the walk finds the dongle
+        run.wait_names([*gpu, late], timeout=12)
+    finally:
+        run.stop()
+
+
 def test_real_device_arrivals_wake_a_walk(api: FakeApiServer, node: FixtureNode,
                                            tmp_path: Path) -> None:
     """A loop device made through /dev/loop-control and a zram device from hot_add are real
@@ -134,7 +162,7 @@ def test_burst_makes_one_walk_within_five_seconds(api: FakeApiServer, node: Fixt
         first = time.monotonic()
         writes = 0
         while time.monotonic() - first < 6.5:  # never quiet for a whole second
-            synthetic_uevent("change")
+            synthetic_uevent("add")
             writes += 1
             if usb in run.slice_names():
                 break
@@ -168,7 +196,7 @@ def test_machine_status_and_spec_changes(api: FakeApiServer, node: FixtureNode,
         # The facts become unreadable: the condition turns False at the next walk.
         (node.facts / "storage").rename(node.facts / "storage.bak")
         node.facts.rename(node.root / "facts.gone")
-        synthetic_uevent("change")
+        synthetic_uevent("add")
         api.wait_for(lambda: next(c for c in status()["conditions"]
                                   if c["type"] == "FactsPublished")["status"] == "False")
         facts = next(c for c in status()["conditions"] if c["type"] == "FactsPublished")
@@ -269,7 +297,7 @@ def test_overflow_printed_once_on_the_console(api: FakeApiServer, node: FixtureN
     try:
         api.wait_for(lambda: len(run.slice_names()) == 128)
         console = tmp_path / "console"
-        synthetic_uevent("change")
+        synthetic_uevent("add")
         time.sleep(1.5)
         text = console.read_text()
         assert text.count("\n") == 1

@@ -1,7 +1,8 @@
-"""The uevent socket reads the real kernel's messages; the burst rule and the net rule hold.
+"""The uevent socket reads the real kernel's messages; the burst, net and action rules hold.
 
 decisions.md, "Uevents": a walk one second after the last uevent of a burst, at most five
-seconds after its first; uevents under /devices/virtual/net/ wake nothing.
+seconds after its first; uevents under /devices/virtual/net/ wake nothing; only add, remove,
+bind, unbind and move wake a walk, change, online and offline do not.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from collections.abc import Callable
 
 import pytest
 
-from liken_devices.agent.uevent import Debouncer, Uevent, UeventSocket, parse, wakes_walk
+from liken_devices.agent.uevent import (
+    WAKING_ACTIONS,
+    Action,
+    Debouncer,
+    Uevent,
+    UeventSocket,
+    parse,
+    wakes_walk,
+)
 
 from .node import is_root, loop_device, synthetic_uevent, veth_pair, zram_device
 
@@ -46,6 +55,31 @@ def test_parse_refuses_what_is_not_a_kernel_uevent(data: bytes) -> None:
 ])
 def test_virtual_net_wakes_nothing(path: str, wakes: bool) -> None:
     assert wakes_walk(Uevent("add", path, {})) is wakes
+
+
+# Every action the kernel sends (kobject_action in <linux/kobject.h>) and whether it wakes a walk.
+KERNEL_ACTIONS = {"add": True, "remove": True, "bind": True, "unbind": True, "move": True,
+                  "change": False, "online": False, "offline": False}
+
+
+@pytest.mark.parametrize("action, wakes", sorted(KERNEL_ACTIONS.items()))
+def test_only_arrive_leave_and_driver_changes_wake_a_walk(action: str, wakes: bool) -> None:
+    path = "/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2:1.0"
+    assert wakes_walk(Uevent(action, path, {})) is wakes
+    assert wakes_walk(parse(f"{action}@{path}\0ACTION={action}\0".encode())  # type: ignore[arg-type]
+                      ) is wakes
+
+
+@pytest.mark.parametrize("action", ["", "ADD", "add ", "bogus", "changed"])
+def test_an_unknown_action_wakes_nothing(action: str) -> None:
+    assert not wakes_walk(Uevent(action, "/devices/platform/serial8250", {}))
+
+
+def test_a_lost_burst_wakes_a_walk() -> None:
+    """The socket overflowed: what was lost is unknown, so a walk is due."""
+    assert wakes_walk(Uevent(Action.OVERRUN, "/", {}))
+    assert set(WAKING_ACTIONS) == {Action(a) for a, w in KERNEL_ACTIONS.items() if w} | {
+        Action.OVERRUN}
 
 
 def test_debounce_one_second_after_the_last() -> None:
@@ -85,14 +119,21 @@ def wait_for(sock: UeventSocket, match: Callable[[Uevent], bool],
 
 
 @root
-def test_synthetic_change_arrives() -> None:
+@pytest.mark.parametrize("action, wakes", sorted(KERNEL_ACTIONS.items()))
+def test_real_uevent_of_each_action_wakes_or_not(action: str, wakes: bool) -> None:
+    """The kernel sends each action as written to a device's uevent file; the rule reads the
+    action from the kernel's own message."""
     sock = UeventSocket()
     try:
-        synthetic_uevent("change")
-        seen = wait_for(sock, lambda e: e.devpath == "/devices/virtual/tty/tty9")
-        ev = next(e for e in seen if e.devpath == "/devices/virtual/tty/tty9")
-        assert ev.action == "change" and ev.subsystem == "tty" and "SYNTH_UUID" in ev.env
-        assert wakes_walk(ev)
+        tag = synthetic_uevent(action)
+
+        def ours(e: Uevent) -> bool:
+            return e.env.get("SYNTH_UUID") == tag
+
+        ev = next(e for e in wait_for(sock, ours) if ours(e))
+        assert ev.action == action and ev.devpath == "/devices/virtual/tty/tty9"
+        assert ev.subsystem == "tty"
+        assert wakes_walk(ev) is wakes
     finally:
         sock.close()
 

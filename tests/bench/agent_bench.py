@@ -1,4 +1,4 @@
-"""Benchmarks of the whole node agent (issue 4): uevent → slice latency, idle CPU, memory.
+"""Benchmarks of the whole node agent (``docs/agent.md``): uevent → slice latency, idle CPU, memory.
 
 The agent runs as it does on a node: ``liken-devices run`` in its own process, with the kubelet
 plugin and the machine side embedded and the metrics endpoint up, against the loopback API
@@ -131,7 +131,7 @@ def one_event(rig: Rig, settle: float = 2.5) -> float:
         want_len = len(rig.names()) + 1
     before = len(rig.api.changes)
     started = time.monotonic()
-    synthetic_uevent("change")
+    synthetic_uevent("add" if want_len > len(rig.names()) else "remove")
     rig.api.wait_for(lambda: len(rig.names()) == want_len, 10)
     for at, plural, _kind, name in rig.api.changes[before:]:
         if plural == "resourceslices" and name == rig.slice_name:

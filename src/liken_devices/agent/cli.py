@@ -1,4 +1,4 @@
-"""``liken-devices run``: the node agent as one long-running process (issue 4).
+"""``liken-devices run``: the node agent as one long-running process (``docs/agent.md``).
 
 With a cluster (``--kubeconfig``, or in a pod's service account) it publishes the slice,
 serves the kubelet plugin and reports the Machine named after the node. Without one
@@ -95,7 +95,7 @@ def assemble(args: argparse.Namespace) -> Assembled:
     from ..cli import node_from_args, sources_from_args
     from ..kube.client import cluster_available
     from .metrics import AgentMetrics
-    from .runner import Agent, AgentConfig
+    from .runner import Agent, AgentConfig, Wake
 
     sources = sources_from_args(args)
     sources.check()
@@ -130,7 +130,7 @@ def assemble(args: argparse.Namespace) -> Assembled:
             metrics.instrument_plugin(agent.plugin)
             quiet_grpc()
     if not args.no_machine_side:
-        agent.machine_side = _machine_side(sources, lambda: agent.wake("machine-side"))
+        agent.machine_side = _machine_side(sources, lambda: agent.wake(Wake.MACHINE_SIDE))
     server = None
     if args.metrics_port is not None:
         server = metrics.serve(args.metrics_port, args.metrics_addr)

@@ -44,7 +44,8 @@ class AgentMetrics:
         self.uevents = Counter("liken_devices_uevents", "Kernel uevents received", registry=r)
         self.uevents_ignored = Counter(
             "liken_devices_uevents_ignored",
-            "Uevents that wake no walk (virtual network devices)", registry=r)
+            "Uevents that wake no walk (change, online, offline; virtual network devices)",
+            registry=r)
         self.api_errors = Counter("liken_devices_api_errors", "Failed API requests",
                                   ["op", "code"], registry=r)
         self.prepares = Counter("liken_devices_prepare", "NodePrepareResources calls",

@@ -1,13 +1,15 @@
 """The node agent's loop: the kernel's uevents in, a walk, then the slice, the plugin, the Machine.
 
-Issue 4 and devices.txt ("What a node publishes", "Limits", "Hardware that is not published"):
+devices.txt ("What a node publishes", "Limits", "Hardware that is not published") and
+decisions.md ("Uevents"), as ``docs/agent.md`` describes them:
 
 * one process walks sysfs, publishes ``<node>-liken.sh``, serves the kubelet plugin and reports
   the Machine;
 * it walks once at start, then one second after the last uevent of a burst and at most five
-  seconds after its first (decisions.md, "Uevents"); virtual network devices wake nothing;
+  seconds after its first; only a device arriving, leaving or changing its driver wakes a walk,
+  and virtual network devices wake nothing (``uevent.wakes_walk``);
 * after each walk: publish, the plugin's reconcile pass, the machine side (modules and serial
-  lines, issue 6), then the Machine's status;
+  lines, ``docs/machine.md``), then the Machine's status;
 * no polling loop: the thread sleeps in ``select`` on the uevent socket and a wake-up pipe, with a
   timeout only while a burst is pending or an API retry is scheduled, so an idle node costs no
   CPU;
@@ -15,7 +17,8 @@ Issue 4 and devices.txt ("What a node publishes", "Limits", "Hardware that is no
   inventory has already dropped the overflow.
 
 Watch threads (the slice, the Machine) and the machine side's line holder wake the loop through
-the pipe; SIGTERM does too, and the loop then stops everything it started.
+the pipe with a :class:`Wake` reason; SIGTERM does too, and the loop then stops everything it
+started.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,28 @@ from .metrics import AgentMetrics
 from .uevent import MAX_WAIT, QUIET, Debouncer, UeventSocket, wakes_walk
 
 log = logging.getLogger(__name__)
+
+
+class Wake(StrEnum):
+    """Why another thread wakes the loop."""
+
+    SLICE = "slice"  # the slice watch saw a change that is not ours: publish again
+    REPORT = "report"  # the Machine appeared, or someone else changed its status: report
+    CHECK = "check"  # a watch re-read may have scheduled a retry: recompute the timeout
+    MACHINE_SPEC = "machine-spec"  # the Machine's spec changed: walk with it
+    MACHINE_SIDE = "machine-side"  # a held serial line ended: walk, the machine side re-attaches
+
+
+class WalkReason(StrEnum):
+    """Why a walk ran (the ``reason`` label of the walks metric)."""
+
+    START = "start"
+    UEVENT = "uevent"
+    MACHINE = "machine"  # the Machine's spec or the machine side asked for it
+
+
+# What each wake does in the loop's pass.
+_WALKS = frozenset({Wake.MACHINE_SPEC, Wake.MACHINE_SIDE})
 
 
 @dataclass
@@ -103,7 +129,7 @@ class Agent:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._pipe_lock = threading.RLock()  # a signal handler may re-enter
-        self._reasons: deque[str] = deque()
+        self._reasons: deque[Wake] = deque()
         # A plain flag: request_stop runs in signal handlers, where taking a lock (as
         # threading.Event.set does) could deadlock against the interrupted main thread.
         self._stopping = False
@@ -118,7 +144,7 @@ class Agent:
 
     # ---- waking the loop (any thread, signal handlers) ---------------------------------------
 
-    def wake(self, reason: str) -> None:
+    def wake(self, reason: Wake) -> None:
         self._reasons.append(reason)
         self._poke(b"w")
 
@@ -134,18 +160,18 @@ class Agent:
 
     def on_slice_event(self, kind: str, obj: dict[str, Any] | None) -> None:
         if self.publisher is not None and self.publisher.observe(kind, obj):
-            self.wake("slice")
+            self.wake(Wake.SLICE)
 
     def on_machine_event(self, kind: str, obj: dict[str, Any] | None) -> None:
         if self.reporter is None:
             return
         self.reporter.observe(kind, obj)
         if self.reporter.spec != self._walked_spec:
-            self.wake("machine-spec")
+            self.wake(Wake.MACHINE_SPEC)
         elif not self.reporter.in_sync():
-            self.wake("report")  # the Machine appeared, or someone else changed its status
+            self.wake(Wake.REPORT)
         elif kind == "RESYNC":
-            self.wake("check")  # a re-read may have scheduled a retry: recompute the timeout
+            self.wake(Wake.CHECK)
 
     # ---- the machine spec --------------------------------------------------------------------
 
@@ -174,7 +200,7 @@ class Agent:
                 self._watches.append(factory(self))
             if self.plugin is not None:
                 self.plugin.start()
-            self._walk("start")
+            self._walk(WalkReason.START)
             release_free_memory()
             self.ready.set()
             self._loop(uevents)
@@ -229,17 +255,14 @@ class Agent:
                     pass
             while self._reasons:
                 reason = self._reasons.popleft()
-                if reason == "slice":
-                    publish_now = True
-                elif reason == "report":
-                    report_now = True
-                elif reason != "check":  # a spec change, a serial line that ended
-                    walk_now = True
+                publish_now |= reason is Wake.SLICE
+                report_now |= reason is Wake.REPORT
+                walk_now |= reason in _WALKS
         if self._stopping:
             return
         if walk_now or self._debounce.due(now):
             self._debounce.clear()
-            self._walk("uevent" if not walk_now else "machine")
+            self._walk(WalkReason.MACHINE if walk_now else WalkReason.UEVENT)
             return
         if self.publisher is not None and (publish_now or self._due(self.publisher, now)):
             self.publisher.sync()
@@ -247,14 +270,14 @@ class Agent:
             self.reporter.sync()
             if self.reporter.spec != self._walked_spec:
                 # The Machine could not be read when the last walk ran (an outage at start).
-                self._walk("machine")
+                self._walk(WalkReason.MACHINE)
 
     @staticmethod
     def _due(side: Any, now: float) -> bool:
         wait = side.retry_in(now)
         return wait is not None and wait <= 0
 
-    def _walk(self, reason: str) -> None:
+    def _walk(self, reason: WalkReason) -> None:
         from ..slices import devices_json
 
         spec = self.machine_spec()
@@ -299,7 +322,7 @@ class Agent:
             except Exception:
                 log.exception("reporting the Machine failed")
             if self.reporter.spec != spec:  # read meanwhile (after an outage): walk with it
-                self.wake("machine-spec")
+                self.wake(Wake.MACHINE_SPEC)
         self._offline_status_write(inv, fragment)
 
     def _cap(self, inv: Inventory) -> None:

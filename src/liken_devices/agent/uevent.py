@@ -5,11 +5,17 @@ device that arrives, leaves or changes its driver; it waits for one second with 
 (so the dozen uevents of one USB device make one walk), and the uevents of the virtual network
 devices that pods add and remove wake no walk. decisions.md, "Uevents": a walk starts after one
 second of quiet, and at the latest five seconds after the first uevent of a burst; uevents whose
-path is under ``/devices/virtual/net/`` (the ``queues`` children included) wake nothing.
+path is under ``/devices/virtual/net/`` (the ``queues`` children included) wake nothing; and only
+the actions the seed names wake a walk: ``add``, ``remove``, ``bind``, ``unbind`` and ``move`` (a
+device arrives, leaves or changes its driver). ``change``, ``online`` and ``offline`` do not: a
+laptop's battery alone sends a ``change`` every minute, and a CPU going offline changes no
+hardware a pod can claim.
 
-The socket is the kernel's own multicast group 1 (no udev needed; reference/runtime.md §2): any
-process may bind it, messages are ``ACTION@DEVPATH`` followed by NUL-separated ``KEY=VALUE``
-pairs. udev's rebroadcasts (group 2, "libudev" magic) are not joined.
+The socket is the kernel's own multicast group 1 (the kernel's "kobject uevent" broadcast, no udev
+needed): any process may bind it, messages are ``ACTION@DEVPATH`` followed by NUL-separated
+``KEY=VALUE`` pairs. udev's rebroadcasts (group 2, "libudev" magic) are not joined. When the
+kernel drops messages because the socket's buffer overflowed (``ENOBUFS``), what was lost is
+unknown, so an overrun always wakes a walk.
 """
 
 from __future__ import annotations
@@ -17,15 +23,35 @@ from __future__ import annotations
 import errno
 import socket
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 NETLINK_KOBJECT_UEVENT = 15  # <linux/netlink.h>
 KERNEL_GROUP = 1  # the kernel's broadcast; udev's rebroadcast is group 2
-RCVBUF = 8 * 1024 * 1024  # bursts of thousands of events fit (runtime.md §2: 2000 in 55 ms)
+RCVBUF = 8 * 1024 * 1024  # a burst of thousands of uevents (a dock, a hub of disks) fits
 SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>; needs CAP_NET_ADMIN, else SO_RCVBUF is capped
 
 QUIET = 1.0  # seconds of no uevent before a walk (devices.txt)
 MAX_WAIT = 5.0  # a walk at the latest this long after a burst's first uevent (decisions.md)
 IGNORED_PREFIXES = ("/devices/virtual/net/",)
+
+
+class Action(StrEnum):
+    """The kernel's uevent actions (``kobject_action`` in ``<linux/kobject.h>``), and ours."""
+
+    ADD = "add"
+    REMOVE = "remove"
+    CHANGE = "change"
+    MOVE = "move"
+    ONLINE = "online"
+    OFFLINE = "offline"
+    BIND = "bind"
+    UNBIND = "unbind"
+    OVERRUN = "overrun"  # not the kernel's: the socket lost uevents, a walk is due
+
+
+# decisions.md, "Uevents": a device arrives, leaves, or changes its driver (or uevents were lost).
+WAKING_ACTIONS = frozenset({Action.ADD, Action.REMOVE, Action.BIND, Action.UNBIND, Action.MOVE,
+                            Action.OVERRUN})
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +85,10 @@ def parse(data: bytes) -> Uevent | None:
 
 
 def wakes_walk(event: Uevent) -> bool:
-    """Whether this uevent may change the slice (virtual network devices never do)."""
+    """Whether this uevent may change the slice: an arrival, a departure or a driver change
+    (or lost uevents), and never a virtual network device's."""
+    if event.action not in WAKING_ACTIONS:
+        return False  # change, online, offline, and any action this kernel invents later
     path = event.devpath
     return not any(path.startswith(p) or path + "/" == p for p in IGNORED_PREFIXES)
 
@@ -97,7 +126,7 @@ class UeventSocket:
             except OSError as exc:
                 if exc.errno == errno.ENOBUFS:
                     self.overflowed += 1
-                    out.append(Uevent("overrun", "/", {}))
+                    out.append(Uevent(Action.OVERRUN, "/", {}))
                     continue
                 raise
             event = parse(data)
