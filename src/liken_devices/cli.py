@@ -1,80 +1,34 @@
 """The ``liken-devices`` command: what this machine offers, and the node agent's commands.
 
-``scan``, ``deliveries``, ``explain`` and ``report`` are views of one inventory (issue 2); they
-need no cluster. Other parts of the package add their subcommands through a ``register``
-function (``plugin``, ``claims``, ``run``, ``machine``). Bad input exits 2 with one line on stderr.
+``scan``, ``deliveries``, ``explain`` and ``report`` are views of one inventory; they need no
+cluster. The other sub-commands live with their parts of the package (``plugin``, ``claims``,
+``run``, ``machine``), each added by the ``register`` function listed in :data:`SUBCOMMANDS`.
+The shared inputs (``--sysfs``, ``--node``...) are :mod:`.cliargs`. Bad input exits 2 with one
+line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
-import socket
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from . import DRIVER, __version__
+from .agent import cli as agent_cli
+from .cliargs import InputError, dump, inputs_parent, node_from_args, sources_from_args
 from .inventory import Inventory, Sources
-from .inventory.context import InputError, default_hwdata_dir, default_modules_dir
+from .machine import cli as machine_cli
+from .plugin import cli as plugin_cli
 from .slices import devices_json, ensure_valid, make_slice
 
 log = logging.getLogger("liken_devices")
 
-EXTENSIONS = ("liken_devices.plugin.cli", "liken_devices.agent.cli", "liken_devices.machine.cli")
-
 Handler = Callable[[argparse.Namespace], int]
-
-
-def default_node() -> str:
-    return socket.gethostname().split(".")[0].lower()
-
-
-def common_parent() -> argparse.ArgumentParser:
-    """The options every command shares; defaults are the real machine's paths."""
-    p = argparse.ArgumentParser(add_help=False)
-    g = p.add_argument_group("where the machine is read from")
-    g.add_argument("--sysfs", type=Path, default=Path("/sys"), metavar="DIR",
-                   help="sysfs root to walk (default: /sys)")
-    g.add_argument("--recording", type=Path, metavar="FILE",
-                   help="read a umockdev recording (umockdev-record's text format) instead of "
-                        "--sysfs")
-    g.add_argument("--facts", type=Path, default=Path("/run/liken/facts"), metavar="DIR",
-                   help="init's facts tree; storage roles are storage/<role>/device "
-                        "(default: /run/liken/facts). Unreadable facts: no disk is offered")
-    g.add_argument("--machine", type=Path, metavar="FILE",
-                   help="a Machine manifest (or just its spec) in YAML: spec.modules, "
-                        "spec.serio")
-    g.add_argument("--modules-dir", type=Path, default=None, metavar="DIR",
-                   help="holds modules.alias, modules.builtin, modules.dep "
-                        "(default: /lib/modules/$(uname -r))")
-    g.add_argument("--hwdata-dir", type=Path, default=None, metavar="DIR",
-                   help="holds pci.ids and usb.ids (default: /usr/share/hwdata)")
-    g.add_argument("--node", default=None, metavar="NAME",
-                   help="the node's name (default: this host's name)")
-    g.add_argument("-v", "--verbose", action="count", default=0,
-                   help="log more (-v: info, -vv: debug)")
-    return p
-
-
-def sources_from_args(args: argparse.Namespace) -> Sources:
-    return Sources(
-        sysfs=args.sysfs,
-        facts=args.facts,
-        machine_file=args.machine,
-        modules_dir=args.modules_dir or default_modules_dir(),
-        hwdata_dir=args.hwdata_dir or default_hwdata_dir(),
-        recording=args.recording,
-    )
-
-
-def node_from_args(args: argparse.Namespace) -> str:
-    return str(args.node or default_node())
+# Adds sub-commands: register(subparsers, inputs_parent).
+Register = Callable[[Any, argparse.ArgumentParser], None]
 
 
 def _walk(args: argparse.Namespace) -> tuple[Sources, Inventory]:
@@ -83,24 +37,19 @@ def _walk(args: argparse.Namespace) -> tuple[Sources, Inventory]:
     return sources, sources.walk()
 
 
-def liken_slice(args: argparse.Namespace, inv: Inventory) -> dict[str, Any]:
-    obj = make_slice(node_from_args(args), DRIVER, devices_json(inv))
+def liken_slice(node: str, inv: Inventory) -> dict[str, Any]:
+    obj = make_slice(node, DRIVER, devices_json(inv))
     ensure_valid(obj)
     return obj
-
-
-def dump(obj: Any, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-    return str(yaml.safe_dump(obj, sort_keys=False, allow_unicode=True))
 
 
 # -- scan -------------------------------------------------------------------------------------
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
+    node = node_from_args(args)
     _, inv = _walk(args)
-    obj = liken_slice(args, inv)
+    obj = liken_slice(node, inv)
     if args.output == "table":
         sys.stdout.write(table(inv))
     else:
@@ -233,30 +182,21 @@ def report_text(node: str, inv: Inventory, declared: Sequence[str],
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    node = node_from_args(args)
     sources, inv = _walk(args)
     spec = sources.machine()
     serio = [{k: v for k, v in (("protocol", e.protocol), ("vendor", e.vendor),
                                 ("product", e.product), ("serial", e.serial)) if v is not None}
              for e in spec.serio]
-    sys.stdout.write(report_text(node_from_args(args), inv, spec.modules, serio))
+    sys.stdout.write(report_text(node, inv, spec.modules, serio))
     return 0
 
 
 # -- the parser -------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parent = common_parent()
-    parser = argparse.ArgumentParser(
-        prog="liken-devices",
-        description="The liken.sh DRA driver: reads sysfs, publishes the node's claimable "
-                    "hardware as the ResourceSlice <node>-liken.sh, and delivers /dev nodes to "
-                    "containers through CDI.",
-        epilog="Start with 'liken-devices scan -o table' to see what this machine offers, and "
-               "'liken-devices explain' for why the rest is left out.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
+def register_views(sub: Any, parent: argparse.ArgumentParser) -> None:
+    """``scan``, ``deliveries``, ``explain`` and ``report``."""
     p = sub.add_parser("scan", parents=[parent], help="print this machine's ResourceSlice",
                        description="Print the ResourceSlice <node>-liken.sh exactly as it would "
                                    "be written to the API (no cluster needed).")
@@ -285,14 +225,29 @@ def build_parser() -> argparse.ArgumentParser:
                                    "lines naming it and the modules that would drive it.")
     p.set_defaults(func=cmd_report)
 
-    for name in EXTENSIONS:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            if exc.name != name:
-                raise
-            continue
-        module.register(sub, parent)
+
+# Every sub-command, in --help's order. A new one is one more entry here.
+SUBCOMMANDS: tuple[Register, ...] = (
+    register_views,
+    plugin_cli.register,
+    agent_cli.register,
+    machine_cli.register,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parent = inputs_parent()
+    parser = argparse.ArgumentParser(
+        prog="liken-devices",
+        description="The liken.sh DRA driver: reads sysfs, publishes the node's claimable "
+                    "hardware as the ResourceSlice <node>-liken.sh, and delivers /dev nodes to "
+                    "containers through CDI.",
+        epilog="Start with 'liken-devices scan -o table' to see what this machine offers, and "
+               "'liken-devices explain' for why the rest is left out.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for register in SUBCOMMANDS:
+        register(sub, parent)
     return parser
 
 

@@ -92,7 +92,7 @@ class Assembled:
 
 def assemble(args: argparse.Namespace) -> Assembled:
     """Build the agent the options describe (``cmd_run`` runs it; tests run it in a thread)."""
-    from ..cli import node_from_args, sources_from_args
+    from ..cliargs import node_from_args, sources_from_args
     from ..kube.client import cluster_available
     from .metrics import AgentMetrics
     from .runner import Agent, AgentConfig, Wake

@@ -18,15 +18,12 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
 
+from .modname import normalize
+
 log = logging.getLogger(__name__)
 
 _PREFIX = 12  # literal characters used to index a pattern ("pci:v00008086", "usb:v046Dp")
 _WILD = frozenset("*?[")
-
-
-def module_name(name: str) -> str:
-    """Module names treat ``-`` and ``_`` alike; the kernel reports them with ``_``."""
-    return name.replace("-", "_")
 
 
 def _literal_prefix(pattern: str) -> str:
@@ -166,10 +163,10 @@ class Catalogs:
                 log.info("catalog %s not read: %s", p, exc.strerror or exc)
                 return ""
 
-        builtin = frozenset(module_name(Path(line.strip()).name.removesuffix(".ko"))
+        builtin = frozenset(normalize(Path(line.strip()).name.removesuffix(".ko"))
                             for line in text(modules_dir / "modules.builtin").splitlines()
                             if line.strip())
-        carried = frozenset(module_name(Path(line.split(":", 1)[0]).name.split(".ko")[0])
+        carried = frozenset(normalize(Path(line.split(":", 1)[0]).name.split(".ko")[0])
                             for line in text(modules_dir / "modules.dep").splitlines()
                             if ":" in line)
         return Catalogs(AliasIndex.parse(text(modules_dir / "modules.alias")), builtin, carried,
@@ -186,4 +183,4 @@ class Catalogs:
 @lru_cache(maxsize=4096)
 def _candidates(catalogs: Catalogs, modalias: str) -> tuple[str, ...]:
     return tuple(m for m in catalogs.aliases.match(modalias)
-                 if module_name(m) not in catalogs.builtin)
+                 if normalize(m) not in catalogs.builtin)

@@ -22,13 +22,12 @@ import yaml
 from ..sysfs.model import Snapshot
 from .catalogs import Catalogs
 from .model import Facts, Inventory, MachineSpec, SerioEntry
+from .modname import is_module_name
 
 log = logging.getLogger(__name__)
 
 SERIO_PROTOCOLS = ("pulse8-cec", "rainshadow-cec")
-_HEX4 = re.compile(r"^[0-9a-f]{4}$")
-# A module name as modprobe knows it: no path, no option string (issue 6 validates the same way).
-MODULE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")
+_HEX4 = re.compile(r"[0-9a-f]{4}")  # fullmatch
 
 
 class InputError(ValueError):
@@ -88,7 +87,7 @@ def parse_machine(doc: Any, origin: str = "machine") -> MachineSpec:
         raise InputError(f"{origin}: spec.modules must be a list of module names")
     modules: list[str] = []
     for m in modules_raw:
-        if not isinstance(m, str) or not MODULE_NAME.match(m):
+        if not is_module_name(m):
             raise InputError(f"{origin}: spec.modules: {m!r} is not a module name")
         modules.append(m)
     serio_raw = spec.get("serio") or []
@@ -105,7 +104,7 @@ def parse_machine(doc: Any, origin: str = "machine") -> MachineSpec:
         ids = []
         for key in ("vendor", "product"):
             value = str(entry.get(key, "")).lower().removeprefix("0x")
-            if not _HEX4.match(value):
+            if not _HEX4.fullmatch(value):
                 raise InputError(f"{where}.{key} must be 4 hex digits (the adapter's USB ID)")
             ids.append(value)
         serial = entry.get("serial")

@@ -65,7 +65,7 @@ UINPUT = DevNode("uinput", "c", 10, 223)
 UHID = DevNode("uhid", "c", 10, 239)
 LEGACY_EVENTS = tuple(DevNode(f"input/event{i}", "c", 13, 64 + i) for i in range(32))
 
-_TPM = re.compile(r"^tpm(rm)?\d+$")
+_TPM = re.compile(r"tpm(rm)?[0-9]+")  # fullmatch
 _NON_NAME = re.compile(r"[^a-z0-9]+")
 
 PCI_CLASSES = {
@@ -678,7 +678,7 @@ def reserved_kind(node: DevNode, console: set[str], serio_ttys: set[str]) -> str
         return "the console"
     if name == "rtc0":
         return "the system clock"
-    if _TPM.match(name.rsplit("/", 1)[-1]):
+    if _TPM.fullmatch(name.rsplit("/", 1)[-1]):
         return "the TPM"
     if name in serio_ttys:
         return "a serio-attached serial line"

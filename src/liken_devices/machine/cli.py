@@ -38,7 +38,7 @@ Missing or Failed or a line Failed, 2 on bad input.
 
 
 def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
-    """Add ``machine apply`` to the ``liken-devices`` command (called by the lead's cli.py)."""
+    """Add ``machine apply`` to the ``liken-devices`` command."""
     machine = subparsers.add_parser(
         "machine", help="apply a Machine spec's modules and serial lines (offline)",
         description="The machine side of the node agent, run offline.")
@@ -59,7 +59,7 @@ def failed(fragment: dict[str, Any]) -> bool:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from ..cli import dump, sources_from_args
+    from ..cliargs import dump, sources_from_args
     from ..inventory.context import default_modules_dir
     from .modules import ModprobeLoader
     from .side import MachineSide

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from ..inventory.context import MODULE_NAME
-from .tree import Fingerprint, ModuleTree, fingerprint, normalize
+from ..inventory.modname import is_module_name, normalize
+from .tree import Fingerprint, ModuleTree, fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +44,6 @@ class Loader(Protocol):
     """Loads one module and what it depends on. Returns a note for the status message."""
 
     def load(self, name: str) -> str: ...
-
-
-def valid_name(name: str) -> bool:
-    """A module name: not a path, not an option string (issue 6), not a modprobe option."""
-    return bool(MODULE_NAME.match(name)) and not name.startswith("-")
 
 
 def modprobe_binary() -> str:
@@ -97,7 +92,7 @@ class ModprobeLoader:
         self.timeout = timeout
 
     def command(self, name: str) -> list[str]:
-        if not valid_name(name):
+        if not is_module_name(name):
             raise LoadError(f"{name!r} is not a module name")
         flags = ["-n", "-v"] if self.dry_run else ["-v"]
         # "--" ends the options: a name can never be read as one.
@@ -225,7 +220,7 @@ class ModuleManager:
 
     def _decide(self, name: str, tree: ModuleTree, loaded: LoadedModules,
                 key: tuple[Fingerprint, tuple[str, ...]], dry_run: bool) -> ModuleStatus:
-        if not valid_name(name):
+        if not is_module_name(name):
             return ModuleStatus(name, "Failed", f"{name!r} is not a module name: a name such as "
                                 "pulse8_cec, without a path or options, is expected")
         res = tree.resolve(name)
@@ -265,7 +260,7 @@ class ModuleManager:
 
     def _removed(self, name: str, tree: ModuleTree,
                  loaded: LoadedModules) -> ModuleStatus | None:
-        res = tree.resolve(name) if valid_name(name) else None
+        res = tree.resolve(name) if is_module_name(name) else None
         if res is not None and res.kind == "builtin":
             return ModuleStatus(name, "Builtin", "removed from spec.modules; it is built into "
                                 "the kernel and stays", declared=False)

@@ -26,14 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ..inventory.modname import normalize
+
 CATALOG_FILES = ("modules.dep", "modules.builtin", "modules.alias")
 _COMPRESSION = (".xz", ".zst", ".gz")
 _GLOB = frozenset("*?[")
-
-
-def normalize(name: str) -> str:
-    """The kernel's spelling of a module name: ``pulse8-cec`` and ``pulse8_cec`` are one module."""
-    return name.replace("-", "_")
 
 
 def module_name_of(path: str) -> str:

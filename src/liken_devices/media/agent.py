@@ -129,10 +129,10 @@ class MediaAgent:
 def run_agent(args: argparse.Namespace, stop: threading.Event | None = None,
               ready: Callable[[MediaAgent], None] | None = None) -> int:
     """The DaemonSet's process: ``liken-media run --node NAME [--kubeconfig FILE]``."""
+    from ..cliargs import node_from_args, sources_from_args
     from ..kube import NoClusterConfig, ObjectWatch, Resources, SlicePublisher, make_client
-    from .cli import default_node_name, sources_from_args
 
-    node = args.node or default_node_name()
+    node = node_from_args(args, DRIVER)
     sources = sources_from_args(args)
     sources.check()
     try:

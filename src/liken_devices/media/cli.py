@@ -12,25 +12,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
-from ..inventory.context import InputError, Sources, default_hwdata_dir, default_modules_dir
+from ..cliargs import InputError, node_from_args, sources_from_args
 from ..slices import SliceInvalid
-from .devices import build_slice, query_devices, render_devices
+from .devices import DRIVER, build_slice, query_devices, render_devices
 from .probe import DEFAULT_TIMEOUT
 
 log = logging.getLogger("liken_devices.media")
-
-
-def default_node_name() -> str:
-    """The node's name: NODE_NAME (the DaemonSet sets it from spec.nodeName), else the host's."""
-    return os.environ.get("NODE_NAME") or socket.gethostname().split(".")[0].lower()
 
 
 def _timeout(text: str) -> float:
@@ -73,18 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def sources_from_args(args: argparse.Namespace) -> Sources:
-    return Sources(sysfs=args.sysfs, facts=args.facts, recording=args.recording,
-                   modules_dir=args.modules_dir or default_modules_dir(),
-                   hwdata_dir=args.hwdata_dir or default_hwdata_dir())
-
-
 def cmd_scan(args: argparse.Namespace) -> int:
+    node = node_from_args(args, DRIVER)
     sources = sources_from_args(args)
     sources.check()
     inventory = sources.walk()
     devices = query_devices(render_devices(inventory), args.dev, args.timeout)
-    obj = build_slice(args.node or default_node_name(), devices)
+    obj = build_slice(node, devices)
     if args.output == "json":
         json.dump(obj, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -35,9 +35,9 @@ SPEC_SUFFIX = ".json"
 
 # A Kubernetes UID is a UUID; accept the characters a CDI device name allows at its start and in
 # its middle (dra-api.md §7.3) and nothing that could leave the CDI directory.
-_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]$")
+_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]")  # fullmatch: no trailing "\n"
 # A published device name is a DNS label (devices.txt, "Device names").
-_DEVICE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_DEVICE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
 class SpecError(ValueError):
@@ -45,13 +45,13 @@ class SpecError(ValueError):
 
 
 def check_uid(uid: str) -> str:
-    if not _UID.match(uid):
+    if not _UID.fullmatch(uid):
         raise SpecError(f"claim UID {uid!r} is not a UID (letters, digits and '-')")
     return uid
 
 
 def check_device(name: str) -> str:
-    if not _DEVICE.match(name):
+    if not _DEVICE.fullmatch(name):
         raise SpecError(f"device name {name!r} is not a DNS label")
     return name
 
@@ -172,7 +172,7 @@ def spec_uids(cdi_dir: Path) -> list[str]:
     for name in names:
         if name.startswith(SPEC_PREFIX) and name.endswith(SPEC_SUFFIX):
             uid = name[len(SPEC_PREFIX):-len(SPEC_SUFFIX)]
-            if _UID.match(uid):
+            if _UID.fullmatch(uid):
                 out.append(uid)
     return sorted(out)
 

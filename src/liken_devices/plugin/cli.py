@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -59,15 +58,6 @@ def _dirs(p: argparse.ArgumentParser) -> None:
                    help=f"persistent plugin state (default {DEFAULT_STATE_DIR})")
 
 
-def node_name(args: argparse.Namespace) -> str:
-    """--node, else $NODE_NAME (set from the downward API in a pod), else the host's name."""
-    from ..cli import node_from_args
-
-    if getattr(args, "node", None) is None and os.environ.get("NODE_NAME"):
-        return os.environ["NODE_NAME"]
-    return node_from_args(args)
-
-
 def kube_client(kubeconfig: Path | None) -> Any:
     import lightkube
     from lightkube import KubeConfig
@@ -78,16 +68,17 @@ def kube_client(kubeconfig: Path | None) -> Any:
 
 
 def run_plugin(args: argparse.Namespace) -> int:
-    from ..cli import sources_from_args
+    from ..cliargs import node_from_args, sources_from_args
 
     sources = sources_from_args(args)
     sources.check()  # a missing --sysfs/--recording is the operator's error: exit 2
+    node = node_from_args(args)
     try:
         client = kube_client(args.kubeconfig)
     except Exception as e:
         print(f"liken-devices plugin: no API access: {e}", file=sys.stderr)
         return 2
-    config = PluginConfig(node=node_name(args), cdi_dir=args.cdi_dir, state_dir=args.state_dir,
+    config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
                           sysfs=None if args.recording else sources.sysfs)
     plugin = Plugin(config, walk=sources.walk, kube_client=client)
@@ -148,7 +139,7 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
 
 
 def run_claims(args: argparse.Namespace) -> int:
-    from ..cli import sources_from_args
+    from ..cliargs import sources_from_args
 
     try:
         view = claims_view(args.state_dir, sources_from_args(args).walk())

@@ -26,7 +26,7 @@ from ..sysfs.model import DevNode
 log = logging.getLogger(__name__)
 
 # A USB device (not a root hub, not an interface): "1-2", "3-1.4.2".
-_USB_DEVICE = re.compile(r"^\d+-\d+(\.\d+)*$")
+_USB_DEVICE = re.compile(r"[0-9]+-[0-9]+(\.[0-9]+)*")  # fullmatch; ASCII digits only
 
 
 def usbfs_numbers(nodes: Iterable[DevNode]) -> list[tuple[int, int]]:
@@ -44,9 +44,9 @@ def usbfs_numbers(nodes: Iterable[DevNode]) -> list[tuple[int, int]]:
 
 def _interfaces_of(usbdev: Path) -> list[str]:
     name = usbdev.name
-    pat = re.compile(re.escape(name) + r":\d+\.\d+$")
+    pat = re.compile(re.escape(name) + r":[0-9]+\.[0-9]+")
     try:
-        return sorted(e for e in os.listdir(usbdev) if pat.match(e))
+        return sorted(e for e in os.listdir(usbdev) if pat.fullmatch(e))
     except OSError:
         return []
 
@@ -55,7 +55,7 @@ def _usb_device_dir(sysfs: Path, source: str) -> Path | None:
     """The USB device directory at or above a sysfs device path."""
     path = source
     while path.startswith("/devices/"):
-        if _USB_DEVICE.match(path.rsplit("/", 1)[-1]):
+        if _USB_DEVICE.fullmatch(path.rsplit("/", 1)[-1]):
             return sysfs / path.lstrip("/")
         path = path.rsplit("/", 1)[0]
     return None
@@ -84,7 +84,7 @@ def interfaces_for(sysfs: Path | None, source: str | None, nodes: Iterable[DevNo
     except OSError:
         return []
     for e in entries:
-        if not _USB_DEVICE.match(e):
+        if not _USB_DEVICE.fullmatch(e):
             continue
         d = devices / e
         if (_read_int(d / "busnum"), _read_int(d / "devnum")) in numbers:

@@ -17,12 +17,13 @@ MAX_DOMAIN = 63
 MAX_ID = 32
 MAX_DRIVER = 63
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Every pattern is used with fullmatch: "$" would let a trailing newline through.
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+C_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?", re.ASCII)
 VALUE_KINDS = ("int", "bool", "string", "version")
 SPEC_FIELDS = {"driver", "pool", "nodeName", "nodeSelector", "allNodes", "devices",
                "perDeviceNodeSelection", "sharedCounters"}
@@ -39,7 +40,7 @@ class SliceInvalid(ValueError):
 
 
 def is_dns_subdomain(value: str, limit: int = 253) -> bool:
-    return 0 < len(value) <= limit and all(DNS_LABEL.match(p) for p in value.split("."))
+    return 0 < len(value) <= limit and all(DNS_LABEL.fullmatch(p) for p in value.split("."))
 
 
 def check_qualified_name(key: str) -> str | None:
@@ -50,7 +51,7 @@ def check_qualified_name(key: str) -> str | None:
     if "/" in key and (not domain or len(domain) > MAX_DOMAIN
                        or not is_dns_subdomain(domain.lower())):
             return f"domain {domain!r} must be a DNS subdomain of at most {MAX_DOMAIN} characters"
-    if not ident or len(ident) > MAX_ID or not C_IDENT.match(ident):
+    if not ident or len(ident) > MAX_ID or not C_IDENT.fullmatch(ident):
         return f"name {ident!r} must be a C identifier of at most {MAX_ID} characters"
     return None
 
@@ -68,7 +69,7 @@ def _check_device(i: int, dev: Any, errors: list[str]) -> None:
         if key not in DEVICE_FIELDS:
             errors.append(f"{where}.{key}: unknown field")
     name = dev.get("name")
-    if not isinstance(name, str) or not DNS_LABEL.match(name) or len(name) > 63:
+    if not isinstance(name, str) or not DNS_LABEL.fullmatch(name) or len(name) > 63:
         errors.append(f"{where}.name: {name!r} must be a DNS label (at most 63 characters)")
     attrs = dev.get("attributes") or {}
     capacity = dev.get("capacity") or {}
@@ -104,7 +105,7 @@ def _check_device(i: int, dev: Any, errors: list[str]) -> None:
                 errors.append(f"{at}.{kind}: must be a string")
             elif len(v.encode("utf-8")) > MAX_VALUE:
                 errors.append(f"{at}.{kind}: {len(v.encode())} bytes; at most {MAX_VALUE}")
-            elif kind == "version" and not SEMVER.match(v):
+            elif kind == "version" and not SEMVER.fullmatch(v):
                 errors.append(f"{at}.version: {v!r} is not a semantic version")
     for key in capacity:
         problem = check_qualified_name(key) if isinstance(key, str) else "must be a string"

@@ -1,0 +1,140 @@
+"""The inputs every ``liken-devices`` command shares, and their validation, in one place.
+
+Every command reads the same machine: ``--sysfs DIR`` (or ``--recording FILE``), ``--facts DIR``,
+``--machine FILE``, ``--modules-dir DIR``, ``--hwdata-dir DIR``, and names the same node
+(``--node NAME``). The options, their defaults and the one rule for the node's name live here,
+so that ``scan``, ``run``, ``plugin``, ``claims``, ``machine apply`` and ``liken-media`` agree.
+:func:`dump` is the one way a command prints an object (``-o yaml|json``).
+Bad input is an :class:`InputError`: the command exits 2 with one line on stderr (README,
+"What a machine offers"; docs/inventory.md, "Bad input").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import DRIVER
+from .inventory.context import InputError, Sources, default_hwdata_dir, default_modules_dir
+
+__all__ = ["InputError", "add_inputs", "check_node_name", "dump", "inputs_parent",
+           "node_from_args", "node_name", "sources_from_args"]
+
+# The environment variable a DaemonSet sets from the downward API (spec.nodeName).
+NODE_NAME_ENV = "NODE_NAME"
+# A Node's name is a DNS-1123 subdomain: at most 253 characters, dot-separated labels of
+# lowercase letters, digits and '-', each starting and ending with a letter or digit.
+MAX_NODE_NAME = 253
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_NOT_IN_NAME = re.compile(r"[^-a-z0-9.]")
+
+
+def check_node_name(name: str, driver: str = DRIVER) -> str | None:
+    """Why ``name`` cannot be a node's name (with ``<name>-<driver>`` a slice's), or None."""
+    if not name:
+        return "it is empty"
+    limit = MAX_NODE_NAME - len(driver) - 1  # the slice <node>-<driver> is a DNS subdomain too
+    if len(name) > limit:
+        return (f"it has {len(name)} characters; at most {limit} leave room for the "
+                f"ResourceSlice name <node>-{driver}")
+    bad = _NOT_IN_NAME.search(name)
+    if bad is not None:
+        ch = bad.group()
+        what = "an upper-case letter" if ch.isupper() else repr(ch)
+        return (f"it contains {what}; a node's name is a DNS subdomain: lowercase letters, "
+                "digits, '-' and '.'")
+    for label in name.split("."):
+        if not label:
+            return "it has an empty label (a leading, trailing or doubled '.')"
+        if len(label) > 63:
+            return f"its label {label[:20]!r}... is longer than 63 characters"
+        if not _LABEL.fullmatch(label):
+            return f"its label {label!r} must start and end with a letter or digit"
+    return None
+
+
+def node_name(explicit: str | None, environ: Mapping[str, str] | None = None,
+              hostname: str | None = None, driver: str = DRIVER) -> str:
+    """The node's name, by the one rule: ``--node``, else ``$NODE_NAME``, else the host's name.
+
+    The host's name is taken as the kubelet takes it when no ``--hostname-override`` is given:
+    the whole name, lowercased. Raises :class:`InputError` with the reason when the name is not a
+    DNS subdomain (a hostname with ``_`` cannot name a Node).
+    """
+    env = os.environ if environ is None else environ
+    if explicit is not None:
+        name, source = explicit, "--node"
+    elif env.get(NODE_NAME_ENV):
+        name, source = env[NODE_NAME_ENV], f"${NODE_NAME_ENV}"
+    else:
+        name = (hostname if hostname is not None else socket.gethostname()).strip().lower()
+        source = "this host's name (pass --node NAME)"
+    reason = check_node_name(name, driver)
+    if reason is not None:
+        raise InputError(f"node name {name[:80]!r} from {source} cannot name a node: {reason}")
+    return name
+
+
+def add_inputs(parser: argparse.ArgumentParser, *, machine: bool = True) -> None:
+    """Add the shared input options to ``parser``; defaults are the real machine's paths."""
+    g = parser.add_argument_group("where the machine is read from")
+    g.add_argument("--sysfs", type=Path, default=Path("/sys"), metavar="DIR",
+                   help="sysfs root to walk (default: /sys)")
+    g.add_argument("--recording", type=Path, metavar="FILE",
+                   help="read a umockdev recording (umockdev-record's text format) instead of "
+                        "--sysfs")
+    g.add_argument("--facts", type=Path, default=Path("/run/liken/facts"), metavar="DIR",
+                   help="init's facts tree; storage roles are storage/<role>/device "
+                        "(default: /run/liken/facts). Unreadable facts: no disk is offered")
+    if machine:
+        g.add_argument("--machine", type=Path, metavar="FILE",
+                       help="a Machine manifest (or just its spec) in YAML: spec.modules, "
+                            "spec.serio")
+    g.add_argument("--modules-dir", type=Path, default=None, metavar="DIR",
+                   help="holds modules.alias, modules.builtin, modules.dep "
+                        "(default: /lib/modules/$(uname -r))")
+    g.add_argument("--hwdata-dir", type=Path, default=None, metavar="DIR",
+                   help="holds pci.ids and usb.ids (default: /usr/share/hwdata)")
+    g.add_argument("--node", default=None, metavar="NAME",
+                   help=f"the node's name (default: ${NODE_NAME_ENV}, else this host's name)")
+
+
+def inputs_parent() -> argparse.ArgumentParser:
+    """A parent parser with the shared inputs and ``-v``, for every ``liken-devices`` command."""
+    p = argparse.ArgumentParser(add_help=False)
+    add_inputs(p)
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="log more (-v: info, -vv: debug)")
+    return p
+
+
+def sources_from_args(args: argparse.Namespace) -> Sources:
+    """Where the parsed options say each walk reads from."""
+    return Sources(
+        sysfs=args.sysfs,
+        facts=args.facts,
+        machine_file=getattr(args, "machine", None),
+        modules_dir=args.modules_dir or default_modules_dir(),
+        hwdata_dir=args.hwdata_dir or default_hwdata_dir(),
+        recording=args.recording,
+    )
+
+
+def node_from_args(args: argparse.Namespace, driver: str = DRIVER) -> str:
+    """The node's name for the parsed options (see :func:`node_name`)."""
+    return node_name(getattr(args, "node", None), driver=driver)
+
+
+def dump(obj: Any, fmt: str) -> str:
+    """``obj`` as a command prints it: ``json`` (indented) or YAML."""
+    if fmt == "json":
+        return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    return str(yaml.safe_dump(obj, sort_keys=False, allow_unicode=True))

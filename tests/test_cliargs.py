@@ -1,0 +1,93 @@
+"""The shared CLI inputs: one rule for the node's name, validated with the reason."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from liken_devices import cli
+from liken_devices.cliargs import InputError, check_node_name, node_name
+from liken_devices.media import cli as media_cli
+from tests.support.sysfs_builder import SysfsBuilder
+
+
+def test_one_rule_option_then_environment_then_host() -> None:
+    env = {"NODE_NAME": "from-env"}
+    assert node_name("given", env, "host") == "given"
+    assert node_name(None, env, "host") == "from-env"
+    assert node_name(None, {}, "Mini-PC.example.org\n") == "mini-pc.example.org"
+    assert node_name(None, {"NODE_NAME": ""}, "host") == "host"
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    ("mini_pc", "contains '_'"),
+    ("Mini", "upper-case"),
+    ("-mini", "must start and end with a letter or digit"),
+    ("mini.", "empty label"),
+    ("a" * 64, "longer than 63"),
+    ("a." * 130, "characters"),
+    ("", "empty"),
+    ("mini\n", "contains '\\n'"),
+    ("mini pc", "contains ' '"),
+])
+def test_a_name_that_cannot_name_a_node_says_why(name: str, reason: str) -> None:
+    why = check_node_name(name)
+    assert why is not None and reason in why
+
+
+def test_good_names() -> None:
+    for name in ("mini-1", "node.example.org", "a", "1", "x" * 63):
+        assert check_node_name(name) is None
+
+
+def test_the_slice_name_must_fit() -> None:
+    long = ".".join(["a" * 60] * 4)  # 243 characters: a Node, but <node>-media.liken.sh is not
+    assert check_node_name(long) is None
+    assert "room for the ResourceSlice" in str(check_node_name(long, "media.liken.sh"))
+
+
+def test_a_hostname_with_underscore_is_bad_input(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    monkeypatch.setattr("socket.gethostname", lambda: "build_host")
+    with pytest.raises(InputError, match=r"'_'.*DNS subdomain"):
+        node_name(None)
+
+
+def _tree(tmp_path: Path) -> str:
+    b = SysfsBuilder(tmp_path / "sys")
+    b.gpu()
+    return str(tmp_path / "sys")
+
+
+def test_scan_with_a_bad_node_exits_2_with_one_line(tmp_path: Path) -> None:
+    sysfs = _tree(tmp_path)
+    for argv in (["-m", "liken_devices.cli", "scan", "--sysfs", sysfs, "--node", "my_host"],
+                 ["-c", "import sys; from liken_devices.media.cli import main; "
+                        "sys.exit(main(sys.argv[1:]))", "scan", "--sysfs", sysfs,
+                  "--node", "my_host"]):
+        done = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                              timeout=60, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "'_'" in lines[0], done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_every_command_takes_the_shared_inputs() -> None:
+    parser = cli.build_parser()
+    for argv in (["scan"], ["deliveries"], ["explain"], ["report"], ["plugin"], ["claims"],
+                 ["run"], ["machine", "apply"]):
+        args = parser.parse_args([*argv, "--sysfs", "/x", "--node", "n", "--machine", "/m"])
+        assert (args.sysfs, args.node, args.machine) == (Path("/x"), "n", Path("/m"))
+
+
+def test_media_takes_the_same_node_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODE_NAME", "from-env")
+    args = media_cli.build_parser().parse_args(["scan"])
+    from liken_devices.cliargs import node_from_args
+
+    assert node_from_args(args) == "from-env"
