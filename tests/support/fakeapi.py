@@ -20,10 +20,11 @@ accepts anything. This one speaks plain HTTP/1.1 JSON on 127.0.0.1 and keeps, pe
   CRD's ``openAPIV3Schema`` in deploy/liken-devices/ when that file exists.
 
 Knobs for tests: ``gate_consumable_capacity = False`` drops ``allowMultipleAllocations`` (and
-``requestPolicy``) silently, as an API server with DRAConsumableCapacity off does (dra-api.md
-§1.8); ``fail_next(code, count, ...)`` injects 409/429/500/503 answers; ``delay`` makes every
-answer slow; ``stop()``/``start()`` take the server down and up on the same port while its
-store survives (an outage). ``write_kubeconfig(path)`` gives a file lightkube can load.
+``requestPolicy``) silently, as an API server with DRAConsumableCapacity off does (KEP-5075);
+``fail_next(code, count, ...)`` injects 409/429/500/503 answers; ``delay`` makes every answer
+slow; ``watch_lifetime`` ends every watch early (0: at once); ``stop()``/``start()`` take the
+server down and up on the same port while its store survives (an outage).
+``write_kubeconfig(path)`` gives a file lightkube can load.
 """
 
 from __future__ import annotations
@@ -171,6 +172,9 @@ class FakeApiServer:
         self.port = port
         self.gate_consumable_capacity = True
         self.delay = 0.0
+        # Seconds after which every watch is ended by the server (0: at once, after the events
+        # it replays); None: at the client's timeoutSeconds, as a healthy server does.
+        self.watch_lifetime: float | None = None
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content type)
         # (time.monotonic(), plural, ADDED|MODIFIED|DELETED, name) of every stored change: the
         # clock is the system's monotonic one, comparable with another process's.
@@ -592,7 +596,10 @@ class FakeApiServer:
                                         + b"\n")
             self._watchers.append(w)
         timeout = query.get("timeoutSeconds")
-        w.deadline = time.monotonic() + (float(timeout) if timeout else 3600)
+        lifetime = float(timeout) if timeout else 3600.0
+        if self.watch_lifetime is not None:
+            lifetime = min(lifetime, self.watch_lifetime)
+        w.deadline = time.monotonic() + lifetime
         return w
 
     def _end_watch(self, w: Watcher) -> None:

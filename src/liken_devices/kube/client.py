@@ -3,8 +3,13 @@
 The agent runs in a DaemonSet pod (in-cluster: the service account's token and the API
 server's address from the environment) or, for tests and offline use, against a kubeconfig.
 lightkube is the client (pyproject); every object is handled as a plain dict through its
-generic resources, so what we send is exactly the API's JSON (dra-api.md §1) and what the
-server stored can be compared with it field by field (§6.6, dropped fields).
+generic resources, so what we send is exactly the API's JSON and what the server stored can be
+compared with it field by field (an API server drops the fields of a feature gate that is off,
+docs/agent.md, "Publishing").
+
+Every failure of a request leaves this module as one type, :class:`ApiError` (the HTTP status,
+or None when no answer came; the API's message; a ``Retry-After`` hint), so the writers above
+decide on one shape whatever the client library raised.
 """
 
 from __future__ import annotations
@@ -104,8 +109,31 @@ def as_dict(obj: Any) -> dict[str, Any]:
     raise TypeError(f"cannot read {type(obj).__name__} as a dict")
 
 
-def error_code(exc: BaseException) -> int | None:
-    """The HTTP status of a lightkube ``ApiError`` (None for connection errors and others)."""
+class ApiError(Exception):
+    """A request that failed: ``code`` is the HTTP status (None: no answer, a connection error or
+    a timeout), ``message`` the API's own words, ``retry_after`` a 429/503 answer's hint."""
+
+    def __init__(self, code: int | None, message: str, retry_after: float | None = None) -> None:
+        super().__init__(f"{code} {message}" if code is not None else message)
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+    @classmethod
+    def of(cls, exc: BaseException) -> ApiError:
+        """``exc`` (a lightkube ``ApiError``, an httpx error, anything) as an :class:`ApiError`."""
+        if isinstance(exc, ApiError):
+            return exc
+        code = _status_code(exc)
+        status = getattr(exc, "status", None)
+        message = getattr(status, "message", None)
+        if not isinstance(message, str) or not message:
+            message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        hint = _retry_after(exc) if code in (429, 503) else None
+        return cls(code, message, hint)
+
+
+def _status_code(exc: BaseException) -> int | None:
     status = getattr(exc, "status", None)
     code = getattr(status, "code", None)
     if isinstance(code, int):
@@ -115,24 +143,26 @@ def error_code(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
-def retry_after(exc: BaseException) -> float | None:
-    """Seconds from a 429/503 answer's Retry-After header, when it has one."""
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from the answer's Retry-After header, when it has a number there."""
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
     if headers is None:
         return None
     value = headers.get("Retry-After")
     try:
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:
         return None
+    # A hostile or broken header must not park the agent for a day, nor go negative.
+    return None if seconds is None or seconds != seconds else min(max(seconds, 0.0), 300.0)
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The HTTP status of a failed request (None for connection errors and others)."""
+    return ApiError.of(exc).code
 
 
 def describe(exc: BaseException) -> str:
     """One line for a log: the API's message or the connection error."""
-    status = getattr(exc, "status", None)
-    message = getattr(status, "message", None)
-    code = error_code(exc)
-    if message:
-        return f"{code} {message}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return str(ApiError.of(exc))

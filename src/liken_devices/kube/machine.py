@@ -6,8 +6,10 @@ cluster-scoped, named after the node) gives ``spec.modules`` and ``spec.serio``;
 with the modules that could) and the ``FactsPublished`` condition (True/``FactsRead``, or
 False/``FactsUnreadable`` with the error, when the facts could not be read and no disk is
 offered). The machine side adds ``modules``, ``serio`` and its own conditions (a fragment merged
-in here). Issue 4: the status goes through the status subresource and is written only when it
-changes; a condition keeps its ``lastTransitionTime`` while its status stays the same.
+in here), and the agent adds ``SharingAvailable`` once the API server showed whether it keeps
+``allowMultipleAllocations`` (docs/agent.md, "The Machine"). The status goes through the status
+subresource and is written only when it changes; a condition keeps its ``lastTransitionTime``
+while its status stays the same.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..inventory.context import InputError, parse_machine
 from ..inventory.model import MachineSpec
-from .client import Resources, as_dict, describe, error_code, retry_after
-from .retry import ApiMetrics, Backoff, NullMetrics, OutageLog
+from .client import ApiError, Resources, as_dict
+from .retry import ApiMetrics, NullMetrics, RetrySchedule
 
 if TYPE_CHECKING:
     from ..inventory.model import Inventory
@@ -87,9 +88,7 @@ class MachineReporter:
         self._bad_spec_said: str | None = None
         self._spec = MachineSpec()
         self._desired: dict[str, Any] | None = None
-        self._backoff = Backoff()
-        self._outage = OutageLog(log, f"reporting Machine {node}")
-        self._retry_at: float | None = None
+        self._retry = RetrySchedule(log, f"Machine {node} status", "reporting")
         self.writes = 0
 
     # ---- the spec ----------------------------------------------------------------------------
@@ -117,12 +116,12 @@ class MachineReporter:
         try:
             obj = as_dict(self._client.get(Resources.machine(), self.node))
         except Exception as exc:
-            if error_code(exc) == 404:
+            err = ApiError.of(exc)
+            if err.code == 404:
                 self._set(None)
                 return self.spec
-            self._metrics.api_error("machine", error_code(exc))
-            self._outage.failed(describe(exc))
-            self._retry_at = time.monotonic() + self._backoff.next()
+            self._metrics.api_error("machine", err.code)
+            self._retry.failed(err)
             return self.spec
         self._set(obj)
         return self.spec
@@ -169,9 +168,7 @@ class MachineReporter:
             self._desired = desired
 
     def retry_in(self, now: float | None = None) -> float | None:
-        if self._retry_at is None:
-            return None
-        return max(0.0, self._retry_at - (time.monotonic() if now is None else now))
+        return self._retry.retry_in(now)
 
     def in_sync(self) -> bool:
         with self._lock:
@@ -183,14 +180,14 @@ class MachineReporter:
 
     def sync(self) -> bool:
         """Patch the status when it differs; True when nothing is left to do."""
-        self._retry_at = None
+        self._retry.clear()
         with self._lock:
             known, desired = self._known, copy.deepcopy(self._desired)
         if desired is None:
             return True
         if not known:
             self.refresh()
-            if self._retry_at is not None:
+            if self._retry.retry_at is not None:
                 return False
         if self.in_sync():
             return True
@@ -206,26 +203,18 @@ class MachineReporter:
             stored = as_dict(self._client.patch(Resources.machine().Status, self.node, patch,
                                                 patch_type=PatchType.MERGE))
         except Exception as exc:
-            code = error_code(exc)
-            self._metrics.api_error("machine", code)
-            if code == 404:
+            err = ApiError.of(exc)
+            self._metrics.api_error("machine", err.code)
+            if err.code == 404:
                 self._set(None)
                 return True
-            if code == 422:
-                log.error("the API server refused Machine %s status: %s", self.node,
-                          describe(exc))
-                self._retry_at = time.monotonic() + self._backoff.next(
-                    at_least=self._backoff.maximum)
-                return False
-            self._outage.failed(describe(exc))
-            hint = retry_after(exc) if code in (429, 503) else None
-            self._retry_at = time.monotonic() + self._backoff.next(at_least=hint or 0.0)
-            with self._lock:
-                self._known = False
+            self._retry.failed(err)
+            if err.code != 422:
+                with self._lock:
+                    self._known = False
             return False
         self.writes += 1
-        self._backoff.reset()
-        self._outage.recovered(f"Machine {self.node} status written")
+        self._retry.succeeded(f"Machine {self.node} status written")
         with self._lock:
             self._machine = stored
         log.info("reported Machine %s status: %d unclaimed, %s", self.node,

@@ -1,20 +1,21 @@
 """Keeping ``<node>-liken.sh`` equal to what the last walk found.
 
 devices.txt, "What a node publishes" and "Limits": each node publishes one ResourceSlice named
-``<node>-liken.sh`` with at most 128 devices. Issue 4 fixes how it is written:
+``<node>-liken.sh`` with at most 128 devices. How it is written (docs/agent.md, "Publishing"):
 
 * server-side apply with our field manager, forced, carrying the resourceVersion we read, so
   a concurrent writer makes us re-read (409) instead of being overwritten blindly;
 * an owner reference to the Node (its uid read from the API), so the slice goes with the Node;
 * ``pool.generation`` raised on every change (consumers use only the highest generation of a
-  pool, dra-api.md §1.3), and nothing written when the devices are already the ones stored;
+  pool, KEP-4381), and nothing written when the devices are already the ones stored;
 * recreated when it disappears: the kubelet deletes every slice of its node when it starts
-  (dra-api.md §6.3); the agent's watch tells us (``observe``) and the next ``sync`` re-creates;
+  (KEP-4381); the agent's watch tells us (``observe``) and the next ``sync`` re-creates;
 * an API server that is down, slow, or answers 409/429/5xx is retried with backoff (the caller
   asks :meth:`SlicePublisher.retry_in` when to call again) and logged once per outage;
 * an API server whose DRAConsumableCapacity gate is off silently drops
-  ``allowMultipleAllocations`` (dra-api.md §1.8, §6.6 "Dropped fields"): we compare what it
-  stored with what we sent, say so once, and stop treating the difference as a change.
+  ``allowMultipleAllocations`` (KEP-5075): we compare what it stored with what we sent, say so
+  once, tell ``on_sharing`` (the agent sets the Machine condition ``SharingAvailable``), and stop
+  treating the difference as a change.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-import time
+from collections.abc import Callable
 from typing import Any
 
 from .. import DRIVER
-from .client import FIELD_MANAGER, Resources, as_dict, describe, error_code, retry_after
-from .retry import ApiMetrics, Backoff, NullMetrics, OutageLog
+from .client import FIELD_MANAGER, ApiError, Resources, as_dict
+from .retry import ApiMetrics, NullMetrics, RetrySchedule
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,10 @@ class SlicePublisher:
     """Converges the node's slice to the desired devices; see the module docstring."""
 
     def __init__(self, client: Any, node: str, driver: str = DRIVER,
-                 metrics: ApiMetrics | None = None, validate: bool = True) -> None:
+                 metrics: ApiMetrics | None = None, validate: bool = True,
+                 on_sharing: Callable[[bool], None] | None = None) -> None:
+        """``on_sharing(available)`` is called when a write's answer shows whether the server
+        keeps ``allowMultipleAllocations`` (first write, and every change of mind)."""
         self._client = client
         self.node = node
         self.driver = driver
@@ -73,10 +77,10 @@ class SlicePublisher:
         self.generation = 0  # the highest generation seen or written
         self.gate_off = False  # the server drops allowMultipleAllocations
         self._gate_said = False
+        self._on_sharing = on_sharing
+        self.sharing_available: bool | None = None  # None: not known yet
         self._invalid_said: str | None = None
-        self._backoff = Backoff()
-        self._outage = OutageLog(log, f"publishing ResourceSlice {self.name}")
-        self._retry_at: float | None = None
+        self._retry = RetrySchedule(log, f"ResourceSlice {self.name}", "publishing")
         self.writes = 0
 
     # ---- inputs ------------------------------------------------------------------------------
@@ -113,13 +117,11 @@ class SlicePublisher:
     @property
     def converged(self) -> bool:
         with self._lock:
-            return self._retry_at is None and self._stored_known and self._in_sync()
+            return self._retry.retry_at is None and self._stored_known and self._in_sync()
 
     def retry_in(self, now: float | None = None) -> float | None:
         """Seconds until the next attempt is due (0 when overdue), None when none is scheduled."""
-        if self._retry_at is None:
-            return None
-        return max(0.0, self._retry_at - (time.monotonic() if now is None else now))
+        return self._retry.retry_in(now)
 
     def _in_sync(self) -> bool:
         """Whether the stored slice is the one we would write (the caller holds the lock)."""
@@ -150,7 +152,7 @@ class SlicePublisher:
         """
         if self._desired is None:
             return True
-        self._retry_at = None
+        self._retry.clear()
         try:
             for _ in range(3):  # a 409 means someone wrote in between: read again, at once
                 try:
@@ -161,13 +163,12 @@ class SlicePublisher:
                         self._stored_known = False
                     continue
                 if done:
-                    self._backoff.reset()
-                    self._outage.recovered(f"slice {self.name} in sync "
-                                           f"(generation {self.generation})")
+                    self._retry.succeeded(f"slice {self.name} in sync "
+                                          f"(generation {self.generation})")
                 return True
-            raise _Conflicted("409 conflicts on three attempts in a row")
+            raise ApiError(409, "conflicting writes on three attempts in a row")
         except Exception as exc:
-            self._failed(exc)
+            self._failed(ApiError.of(exc))
             return False
 
     def _attempt(self) -> bool:
@@ -201,7 +202,7 @@ class SlicePublisher:
             stored = as_dict(self._client.apply(res.from_dict(obj), field_manager=FIELD_MANAGER,
                                                 force=True))
         except Exception as exc:
-            code = error_code(exc)
+            code = ApiError.of(exc).code
             # 409: written since we read it; 404: deleted since we read it (an apply carrying a
             # resourceVersion does not create). Either way: read again and decide again.
             if code in (404, 409):
@@ -229,7 +230,7 @@ class SlicePublisher:
         try:
             return as_dict(self._client.get(Resources.slice(), self.name))
         except Exception as exc:
-            if error_code(exc) == 404:
+            if ApiError.of(exc).code == 404:
                 return None
             raise
 
@@ -261,43 +262,33 @@ class SlicePublisher:
                 log.warning("the API server keeps allowMultipleAllocations again: render nodes "
                             "can be shared")
             self.gate_off = False
+            self._sharing(True)
             return
         if _strip_shared(sent) == kept:
             self.gate_off = True
             if not self._gate_said:
                 log.error(GATE_MESSAGE)
                 self._gate_said = True
+            self._sharing(False)
 
-    def _failed(self, exc: BaseException) -> None:
-        code = error_code(exc)
-        self._metrics.api_error("slice", code)
-        if code == 422:
-            # The server refuses what we validated: say it (once per message) and retry slowly,
-            # the server may be of another version than we checked against.
-            msg = describe(exc)
-            if msg != self._invalid_said:
-                log.error("the API server refused ResourceSlice %s: %s", self.name, msg)
-                self._invalid_said = msg
-            delay = self._backoff.next(at_least=self._backoff.maximum)
-        else:
-            self._outage.failed(describe(exc))
-            hint = retry_after(exc) if code in (429, 503) else None
-            delay = self._backoff.next(at_least=hint or 0.0)
-        if code not in _TRANSIENT and code != 422:
+    def _sharing(self, available: bool) -> None:
+        if self.sharing_available is available:
+            return
+        self.sharing_available = available
+        if self._on_sharing is not None:
+            self._on_sharing(available)
+
+    def _failed(self, err: ApiError) -> None:
+        self._metrics.api_error("slice", err.code)
+        self._retry.failed(err)
+        if err.code not in _TRANSIENT and err.code != 422:
             with self._lock:
                 self._stored_known = False  # after an outage, read before deciding
-        self._retry_at = time.monotonic() + delay
 
 
 class _Reread(Exception):
     """The object changed under us; read it again (not a failure by itself)."""
 
-    def __init__(self, code: int) -> None:
+    def __init__(self, code: int | None) -> None:
         super().__init__(f"{code}: the slice changed since it was read")
         self.code = code
-
-
-class _Conflicted(Exception):
-    """Writes kept conflicting; treated as a transient failure."""
-
-    status = type("S", (), {"code": 409, "message": "conflicting writes"})()
