@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, SerioEntry
-from liken_devices.inventory.catalogs import AliasIndex, Catalogs
+from liken_devices.inventory.catalogs import Catalogs, ModuleCatalog
 from liken_devices.inventory.model import (
     BUS_STRUCTURE,
     FACTS_UNREADABLE,
@@ -616,12 +616,14 @@ def test_more_than_128_devices_drop_the_overflow(b: SysfsBuilder, scan: Scan) ->
 def test_unclaimed_lists_candidate_modules_without_builtins(b: SysfsBuilder, scan: Scan) -> None:
     """Hardware that is not published: unclaimed, with the modules that could drive it."""
     b.pci("0000:00:1f.3", vendor="8086", device="51c8", cls=0x040300)
-    aliases = AliasIndex.parse(
-        "alias pci:v00008086d000051C8sv*sd*bc*sc*i* snd_hda_intel\n"
-        "alias pci:v00008086d000051C8sv*sd*bc*sc*i* snd_sof_pci_intel_tgl\n"
-        "alias pci:v*d*sv*sd*bc04sc03i* builtin_hda\n"
-        "alias usb:v1234p*d*dc*dsc*dp*ic*isc*ip*in* unrelated\n")
-    catalogs = Catalogs(aliases, frozenset({"builtin_hda"}))
+    modules = ModuleCatalog(
+        None,
+        alias=b"alias pci:v00008086d000051C8sv*sd*bc*sc*i* snd_hda_intel\n"
+              b"alias pci:v00008086d000051C8sv*sd*bc*sc*i* snd_sof_pci_intel_tgl\n"
+              b"alias pci:v*d*sv*sd*bc04sc03i* builtin_hda\n"
+              b"alias usb:v1234p*d*dc*dsc*dp*ic*isc*ip*in* unrelated\n",
+        builtin=b"kernel/sound/builtin-hda.ko\n")
+    catalogs = Catalogs(modules)
     inv = scan(catalogs=catalogs)
     [u] = inv.unclaimed
     assert u.candidates == ("snd_hda_intel", "snd_sof_pci_intel_tgl")

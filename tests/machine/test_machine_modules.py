@@ -78,10 +78,11 @@ def states(rows: list) -> dict[str, tuple[str, str]]:  # type: ignore[type-arg]
 def test_tree_parses_names_paths_and_dependencies(tree: ModuleTreeBuilder) -> None:
     t = ModuleTree.load(tree.dir)
     assert module_name_of(RAINSHADOW) == "rainshadow_cec"
-    assert {"cec", "pulse8_cec", "rainshadow_cec", "serport"} <= set(t.modules)
-    assert t.builtin == {"uhid", "uinput"}
-    assert t.aliases["char_major_10_239"] == ("uhid",)
-    assert "serio:ty02pr40id*ex*" not in t.aliases  # a pattern is not a name
+    cat = t.catalog
+    assert all(cat.dependency_line(m) for m in ("cec", "pulse8_cec", "rainshadow_cec", "serport"))
+    assert cat.is_builtin("uhid") and cat.is_builtin("uinput") and not cat.is_builtin("cec")
+    assert cat.literal_aliases("char-major-10-239") == ("uhid",)
+    assert cat.literal_aliases("serio:ty02pr40id*ex*") == ()  # a pattern is not a name
     res = t.resolve("pulse8-cec")
     assert (res.kind, res.module, res.depends) == ("module", "pulse8_cec", ("cec",))
     assert res.path == tree.dir / PULSE8

@@ -1,29 +1,65 @@
 """The module and hardware-ID catalogs: which modules could drive a modalias, and hardware names.
 
-decisions.md, "Catalogs": ``modules.alias``, ``modules.builtin`` and ``modules.dep`` from
-``/lib/modules/$(uname -r)``; ``pci.ids`` and ``usb.ids`` from hwdata. A missing file is an empty
-catalog (the machine then names no candidates, and hardware keeps its ``vvvv:pppp`` name).
+decisions.md, "The facts, the Machine and the catalogs": ``modules.alias``, ``modules.builtin``
+and ``modules.dep`` from ``/lib/modules/$(uname -r)``; ``pci.ids`` and ``usb.ids`` from hwdata.
+A missing file is an empty catalog (the machine then names no candidates, and hardware keeps its
+``vvvv:pppp`` name).
 
-``modules.alias`` holds tens of thousands of shell-glob patterns. Matching each modalias against
-all of them would cost milliseconds per device on every walk, so patterns are indexed by their
-literal prefix and answers are cached per modalias.
+Every catalog is read on demand and nothing of a file is kept between questions. A distribution
+kernel's tree lists some 6,000 modules and 30,000 aliases, and the ID files some 40,000 devices;
+parsed into Python objects they would hold about 10 MiB of the node agent's memory for the
+handful of answers a machine ever needs. So each question maps the file, searches its bytes with
+C-speed ``find``/regular expressions, and caches the small answer; the cache is dropped when the
+file changes (a depmod run, a hwdata update).
+
+Facts used (kmod's file formats, depmod(8) and modules.dep(5); the pci.ids/usb.ids format):
+
+* ``modules.dep``: one line per loadable module, ``<path>: <dependency path>...``, paths relative
+  to the tree; a module's name is its file's base name without ``.ko`` and any compression
+  suffix (``.xz``, ``.zst``, ``.gz``).
+* ``modules.builtin``: one path per line of the modules built into the kernel.
+* ``modules.alias``: ``alias <pattern> <module>``; the pattern is a shell glob matched against a
+  device's modalias. A pattern without glob characters is a plain second name for a module
+  (``alias char-major-10-239 uhid``), which modprobe accepts too.
+* Module names treat ``-`` and ``_`` alike; the kernel reports them with ``_``.
+* ``pci.ids``/``usb.ids``: a vendor line is ``vvvv  Name`` at the start of a line, its devices
+  follow as ``\\tdddd  Name`` (``\\t\\t`` lines are subsystems); other sections start with a
+  keyword (``C 03``, ``HID 01``), never with four hex digits and two spaces.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
+import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from fnmatch import fnmatchcase
-from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from .modname import normalize
 
 log = logging.getLogger(__name__)
 
-_PREFIX = 12  # literal characters used to index a pattern ("pci:v00008086", "usb:v046Dp")
 _WILD = frozenset("*?[")
+_WILD_BYTES = (b"*", b"?", b"[")
+_COMPRESSION = (".xz", ".zst", ".gz")
+CATALOG_FILES = ("modules.dep", "modules.builtin", "modules.alias")
+_ALIAS_LINE = re.compile(rb"^alias[ \t]+(\S+)[ \t]+(\S+)[ \t]*$", re.MULTILINE)
+_BLOCK_END = re.compile(rb"\n[^\t#\n]")  # the first line after a vendor's block of devices
+
+T = TypeVar("T")
+Stamp = tuple[int, int, int] | None
+
+
+def module_name_of(path: str) -> str:
+    """``kernel/drivers/media/cec/usb/pulse8/pulse8-cec.ko.xz`` -> ``pulse8_cec``."""
+    base = path.rsplit("/", 1)[-1]
+    for suffix in _COMPRESSION:
+        base = base.removesuffix(suffix)
+    return normalize(base.removesuffix(".ko"))
 
 
 def _literal_prefix(pattern: str) -> str:
@@ -54,133 +90,226 @@ def _could_match(pattern: str, modalias: str) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class AliasIndex:
-    """``modules.alias`` grouped by the first characters of each glob's literal prefix.
-
-    Each group is kept as one string of ``pattern module`` lines: tens of thousands of small
-    tuples would cost the node agent about 9 MiB for answers it needs a handful of times.
-    """
-
-    by_prefix: dict[str, str] = field(default_factory=dict)
-    short: str = ""  # globs whose literal prefix is shorter than the index key
-
-    @staticmethod
-    def parse(text: str) -> AliasIndex:
-        by_prefix: dict[str, list[str]] = {}
-        short: list[str] = []
-        for m in _ALIAS_LINE.finditer(text):  # one line at a time: no list of 30,000 lines
-            pattern = m.group(1)
-            literal = _literal_prefix(pattern)
-            entry = f"{pattern} {m.group(2)}"
-            if len(literal) >= _PREFIX:
-                by_prefix.setdefault(literal[:_PREFIX], []).append(entry)
-            else:
-                short.append(entry)
-        return AliasIndex({k: "\n".join(v) for k, v in by_prefix.items()}, "\n".join(short))
-
-    def match(self, modalias: str) -> tuple[str, ...]:
-        found: list[str] = []
-        for group in (self.by_prefix.get(modalias[:_PREFIX], ""), self.short):
-            for entry in group.split("\n") if group else ():
-                pattern, _, module = entry.partition(" ")
-                if module not in found and _could_match(pattern, modalias) \
-                        and fnmatchcase(modalias, pattern):
-                    found.append(module)
-        return tuple(found)
+def match_aliases(data: bytes | mmap.mmap, modalias: str) -> tuple[str, ...]:
+    """The modules whose ``modules.alias`` globs match ``modalias``, in file order, once each."""
+    found: list[str] = []
+    first = modalias[:1].encode("utf-8", "replace")
+    for m in _ALIAS_LINE.finditer(data):
+        lead = m.group(1)[:1]
+        if lead != first and lead not in _WILD_BYTES:
+            continue  # another bus's alias: the common case, decided on one byte
+        pattern = m.group(1).decode("utf-8", "replace")
+        module = m.group(2).decode("utf-8", "replace")
+        if module not in found and _could_match(pattern, modalias) \
+                and fnmatchcase(modalias, pattern):
+            found.append(module)
+    return tuple(found)
 
 
-_VENDOR_LINE = re.compile(r"^([0-9a-fA-F]{4})  \S", re.MULTILINE)
-_ALIAS_LINE = re.compile(r"^alias[ \t]+(\S+)[ \t]+(\S+)[ \t]*$", re.MULTILINE)
+def _name_pattern(name: str) -> bytes:
+    """A regular expression for a module name in a path, ``-`` and ``_`` alike."""
+    parts = (re.escape(p.encode()) for p in re.split(r"[-_]", normalize(name)))
+    return b"[-_]".join(parts)
 
 
-@dataclass(frozen=True, eq=False)
+class _File:
+    """One catalog file, mapped only while a question is asked of it."""
+
+    def __init__(self, path: Path | None, data: bytes | None = None) -> None:
+        self.path = path
+        self._data = data  # an in-memory catalog (tests, and text given directly)
+        self._stamp: Stamp = None
+        self._cache: dict[object, object] = {}
+        self.problem: str | None = None
+
+    def stamp(self) -> Stamp:
+        if self.path is None:
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def ask(self, key: object, question: Callable[[bytes | mmap.mmap], T], empty: T) -> T:
+        """``question`` of the file's bytes, cached until the file changes."""
+        stamp = self.stamp()
+        if stamp != self._stamp:
+            self._cache.clear()
+            self._stamp = stamp
+        if key in self._cache:
+            return self._cache[key]  # type: ignore[return-value]
+        with self._bytes() as data:
+            answer = question(data) if data is not None else empty
+        if len(self._cache) >= 4096:
+            self._cache.clear()
+        self._cache[key] = answer
+        return answer
+
+    @contextmanager
+    def _bytes(self) -> Iterator[bytes | mmap.mmap | None]:
+        if self._data is not None or self.path is None:
+            yield self._data
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError as exc:
+            self._note(f"catalog {self.path} not read: {exc.strerror or exc}")
+            yield None
+            return
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                yield b""
+                return
+            try:
+                mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            except (OSError, ValueError) as exc:  # not a regular file, or unmappable
+                self._note(f"catalog {self.path} not read: {exc}")
+                yield None
+                return
+            try:
+                yield mm
+            finally:
+                mm.close()
+        finally:
+            os.close(fd)
+        self.problem = None
+
+    def _note(self, problem: str) -> None:
+        if problem != self.problem:
+            log.info("%s", problem)
+        self.problem = problem
+
+
 class IdNames:
-    """Vendor and device names from pci.ids/usb.ids, looked up on demand.
+    """Vendor and device names from pci.ids or usb.ids, looked up on demand."""
 
-    The files list some 40,000 devices; parsed into dictionaries they cost about 12 MiB of the
-    node agent's memory, for the few names a machine needs. So the text is kept (about 2 MiB)
-    with the offset of each vendor's line (``vvvv  Name``), and a lookup scans that vendor's
-    device lines (``\tdddd  Name``; ``\t\t`` lines are subsystems), caching the answer.
-    """
-
-    text: str = ""
-    vendor_at: dict[str, int] = field(default_factory=dict)
-    _cache: dict[tuple[str, str], str | None] = field(default_factory=dict, repr=False)
+    def __init__(self, path: Path | None = None, data: bytes | None = None) -> None:
+        self._file = _File(path, data)
 
     @staticmethod
     def parse(text: str) -> IdNames:
-        vendor_at: dict[str, int] = {}
-        # A vendor line; the class sections (C 03, HUT 01, ...) never start with 4 hex digits.
-        for m in _VENDOR_LINE.finditer(text):
-            vendor_at.setdefault(m.group(1).lower(), m.start())
-        return IdNames(text, vendor_at)
+        """A catalog held in memory (tests, and names given as text)."""
+        return IdNames(None, text.encode())
 
     def name(self, vendor: str, product: str) -> str | None:
         """``Vendor Product`` words, or None when either is unknown."""
-        key = (vendor, product)
-        if key not in self._cache:
-            self._cache[key] = self._lookup(vendor, product)
-        return self._cache[key]
-
-    def _lookup(self, vendor: str, product: str) -> str | None:
-        pos = self.vendor_at.get(vendor)
-        if pos is None:
+        v, p = vendor.lower(), product.lower()
+        if len(v) != 4 or len(p) != 4 or not (v + p).isascii() or not (v + p).isalnum():
             return None
-        text = self.text
-        end = text.find("\n", pos)
-        end = len(text) if end < 0 else end
-        vendor_name = text[pos + 6:end].strip()
-        i = end + 1
-        while i < len(text):
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-            line = text[i:end]
-            i = end + 1
-            if not line or line[0] == "#" or line.startswith("\t\t"):
-                continue
-            if line[0] != "\t":
-                return None  # the next vendor: the product is not listed
-            if line[5:7] == "  " and line[1:5].lower() == product:
-                return f"{vendor_name} {line[7:].strip()}"
+        return self._file.ask((v, p), lambda data: _lookup(data, v.encode(), p.encode()), None)
+
+
+def _lookup(data: bytes | mmap.mmap, vendor: bytes, product: bytes) -> str | None:
+    head = vendor + b"  "
+    pos = 0 if data[:6] == head else data.find(b"\n" + head)
+    if pos < 0:
         return None
+    start = pos + (0 if pos == 0 and data[:6] == head else 1)
+    end = data.find(b"\n", start)
+    end = len(data) if end < 0 else end
+    vendor_name = bytes(data[start + 6:end]).decode("utf-8", "replace").strip()
+    block_end = _BLOCK_END.search(data, end)
+    limit = block_end.start() if block_end else len(data)
+    at = data.find(b"\n\t" + product + b"  ", end, limit)
+    if at < 0:
+        return None
+    line_end = data.find(b"\n", at + 1)
+    line_end = len(data) if line_end < 0 else line_end
+    device = bytes(data[at + 8:line_end]).decode("utf-8", "replace").strip()
+    return f"{vendor_name} {device}"
 
 
-@dataclass(frozen=True, eq=False)  # hashed by identity: the cache below keys on it
-class Catalogs:
-    aliases: AliasIndex = field(default_factory=AliasIndex)
-    builtin: frozenset[str] = frozenset()
-    carried: frozenset[str] = frozenset()  # loadable modules in modules.dep
-    pci: IdNames = field(default_factory=IdNames)
-    usb: IdNames = field(default_factory=IdNames)
+class ModuleCatalog:
+    """``modules.alias``, ``modules.builtin`` and ``modules.dep`` of one tree, asked on demand."""
 
-    @staticmethod
-    def load(modules_dir: Path, hwdata_dir: Path) -> Catalogs:
-        def text(p: Path) -> str:
-            try:
-                return p.read_text(encoding="utf-8", errors="replace")
-            except OSError as exc:
-                log.info("catalog %s not read: %s", p, exc.strerror or exc)
-                return ""
+    def __init__(self, root: Path | None, *, alias: bytes | None = None,
+                 builtin: bytes | None = None, dep: bytes | None = None) -> None:
+        self.root = root
+        self._alias = _File(root / "modules.alias" if root else None, alias)
+        self._builtin = _File(root / "modules.builtin" if root else None, builtin)
+        self._dep = _File(root / "modules.dep" if root else None, dep)
 
-        builtin = frozenset(normalize(Path(line.strip()).name.removesuffix(".ko"))
-                            for line in text(modules_dir / "modules.builtin").splitlines()
-                            if line.strip())
-        carried = frozenset(normalize(Path(line.split(":", 1)[0]).name.split(".ko")[0])
-                            for line in text(modules_dir / "modules.dep").splitlines()
-                            if ":" in line)
-        return Catalogs(AliasIndex.parse(text(modules_dir / "modules.alias")), builtin, carried,
-                        IdNames.parse(text(hwdata_dir / "pci.ids")),
-                        IdNames.parse(text(hwdata_dir / "usb.ids")))
+    def stamp(self) -> tuple[Stamp, ...]:
+        """What changes when the tree changes (a depmod run rewrites these files)."""
+        return (self._dep.stamp(), self._builtin.stamp(), self._alias.stamp())
+
+    def problems(self) -> tuple[str, ...]:
+        """Catalog files that exist but could not be read, or are missing, in words."""
+        out: list[str] = []
+        if self.root is None:
+            return ()
+        for name in CATALOG_FILES:
+            path = self.root / name
+            if not path.exists():
+                out.append(f"{path} does not exist")
+            elif not os.access(path, os.R_OK):
+                out.append(f"cannot read {path}")
+        return tuple(out)
+
+    def aliases_of(self, modalias: str) -> tuple[str, ...]:
+        """Every module whose alias globs match the modalias (builtins included)."""
+        return self._alias.ask(("glob", modalias), lambda d: match_aliases(d, modalias), ())
 
     def candidates(self, modalias: str | None) -> tuple[str, ...]:
         """Modules that could drive this modalias, builtins left out (they would have bound)."""
         if not modalias:
             return ()
-        return _candidates(self, modalias)
+        return tuple(m for m in self.aliases_of(modalias) if not self.is_builtin(m))
+
+    def is_builtin(self, name: str) -> bool:
+        pattern = re.compile(rb"(?m)(?:^|/)" + _name_pattern(name) + rb"\.ko[ \t\r]*$")
+        return self._builtin.ask(("builtin", normalize(name)),
+                                 lambda d: pattern.search(d) is not None, False)
+
+    def dependency_line(self, name: str) -> tuple[str, tuple[str, ...]] | None:
+        """``(path, dependency paths)`` of a loadable module, or None when modules.dep lacks it."""
+        pattern = re.compile(rb"(?m)^([^:\n]*?(?:^|/)" + _name_pattern(name)
+                             + rb"\.ko(?:\.xz|\.zst|\.gz)?)[ \t]*:([^\n]*)$")
+
+        def question(data: bytes | mmap.mmap) -> tuple[str, tuple[str, ...]] | None:
+            m = pattern.search(data)
+            if m is None:
+                return None
+            return (m.group(1).decode("utf-8", "replace").strip(),
+                    tuple(m.group(2).decode("utf-8", "replace").split()))
+
+        return self._dep.ask(("dep", normalize(name)), question, None)
+
+    def literal_aliases(self, name: str) -> tuple[str, ...]:
+        """The modules a glob-free alias (``char-major-10-239``) stands for."""
+        wanted = normalize(name)
+
+        def question(data: bytes | mmap.mmap) -> tuple[str, ...]:
+            out: list[str] = []
+            for m in _ALIAS_LINE.finditer(data):
+                pattern = m.group(1).decode("utf-8", "replace")
+                if _WILD.intersection(pattern) or normalize(pattern) != wanted:
+                    continue
+                target = normalize(m.group(2).decode("utf-8", "replace"))
+                if target not in out:
+                    out.append(target)
+            return tuple(out)
+
+        return self._alias.ask(("literal", wanted), question, ())
 
 
-@lru_cache(maxsize=4096)
-def _candidates(catalogs: Catalogs, modalias: str) -> tuple[str, ...]:
-    return tuple(m for m in catalogs.aliases.match(modalias)
-                 if normalize(m) not in catalogs.builtin)
+class Catalogs:
+    """The catalogs one walk names hardware and candidates from."""
+
+    def __init__(self, modules: ModuleCatalog | None = None, pci: IdNames | None = None,
+                 usb: IdNames | None = None) -> None:
+        self.modules = modules or ModuleCatalog(None)
+        self.pci = pci or IdNames()
+        self.usb = usb or IdNames()
+
+    @staticmethod
+    def load(modules_dir: Path, hwdata_dir: Path) -> Catalogs:
+        """Catalogs of a module tree and a hwdata directory; nothing is read until asked."""
+        return Catalogs(ModuleCatalog(modules_dir), IdNames(hwdata_dir / "pci.ids"),
+                        IdNames(hwdata_dir / "usb.ids"))
+
+    def candidates(self, modalias: str | None) -> tuple[str, ...]:
+        """Modules that could drive this modalias, builtins left out (they would have bound)."""
+        return self.modules.candidates(modalias)

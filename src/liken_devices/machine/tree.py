@@ -4,57 +4,28 @@ decisions.md, "The facts, the Machine and the catalogs": the catalogs are ``modu
 ``modules.builtin`` and ``modules.alias`` of ``/lib/modules/$(uname -r)`` (an option, so tests
 pass their own tree). From them the machine side decides, before it asks the module tooling to
 do anything, whether a declared name is built into the kernel, carried as a loadable module (and
-which modules it needs first), or not carried at all.
-
-Facts used (kmod's file formats, depmod(8)/modules.dep(5)):
-
-* ``modules.dep``: one line per loadable module, ``<path>: <dependency path>...``, paths relative
-  to the tree; the module's name is the file's base name without ``.ko`` and any compression
-  suffix (``.xz``, ``.zst``, ``.gz``).
-* ``modules.builtin``: one path per line (``kernel/drivers/hid/uhid.ko``) of modules the kernel
-  was built with.
-* ``modules.alias``: ``alias <pattern> <module>`` lines. A pattern without glob characters is a
-  plain second name for a module (``alias char-major-10-239 uhid``), which modprobe accepts too.
-* Module names treat ``-`` and ``_`` alike; the kernel reports them with ``_``.
+which modules it needs first), or not carried at all. The files' formats, and reading them on
+demand, live in one place: ``inventory/catalogs.py``.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ..inventory.catalogs import CATALOG_FILES, ModuleCatalog, Stamp, module_name_of
 from ..inventory.modname import normalize
 
-CATALOG_FILES = ("modules.dep", "modules.builtin", "modules.alias")
-_COMPRESSION = (".xz", ".zst", ".gz")
-_GLOB = frozenset("*?[")
+__all__ = ["CATALOG_FILES", "Fingerprint", "ModuleTree", "Resolution", "fingerprint",
+           "module_name_of", "normalize"]
 
-
-def module_name_of(path: str) -> str:
-    """``kernel/drivers/media/cec/usb/pulse8/pulse8-cec.ko.xz`` -> ``pulse8_cec``."""
-    base = path.rsplit("/", 1)[-1]
-    for suffix in _COMPRESSION:
-        base = base.removesuffix(suffix)
-    return normalize(base.removesuffix(".ko"))
-
-
-Fingerprint = tuple[tuple[str, int, int, int] | None, ...]
+Fingerprint = tuple[Stamp, ...]
 
 
 def fingerprint(root: Path) -> Fingerprint:
     """What changes when the module tree changes (a depmod run rewrites these files)."""
-    out: list[tuple[str, int, int, int] | None] = []
-    for name in CATALOG_FILES:
-        try:
-            st = os.stat(root / name)
-        except OSError:
-            out.append(None)
-            continue
-        out.append((name, st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(out)
+    return ModuleCatalog(root).stamp()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,56 +41,29 @@ class Resolution:
 
 @dataclass(frozen=True)
 class ModuleTree:
-    """The parsed catalogs of one module tree."""
+    """One module tree's catalogs, asked on demand (nothing of the files is kept)."""
 
     root: Path
-    builtin: frozenset[str] = frozenset()
-    modules: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
-    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # literal aliases only
-    problems: tuple[str, ...] = ()  # catalogs that could not be read
+    catalog: ModuleCatalog = field(repr=False, compare=False)
     stamp: Fingerprint = ()
 
     @staticmethod
     def load(root: Path) -> ModuleTree:
-        stamp = fingerprint(root)
-        problems: list[str] = []
+        catalog = ModuleCatalog(root)
+        return ModuleTree(root, catalog, catalog.stamp())
 
-        def lines(name: str) -> list[str]:
-            try:
-                text = (root / name).read_text(encoding="utf-8", errors="replace")
-            except FileNotFoundError:
-                problems.append(f"{root / name} does not exist")
-                return []
-            except OSError as exc:
-                problems.append(f"cannot read {root / name}: {exc.strerror or exc}")
-                return []
-            return [line.strip() for line in text.splitlines() if line.strip()]
-
-        modules: dict[str, tuple[str, tuple[str, ...]]] = {}
-        for line in lines("modules.dep"):
-            if ":" not in line:
-                continue
-            path, _, rest = line.partition(":")
-            modules[module_name_of(path)] = (path.strip(), tuple(rest.split()))
-        builtin = frozenset(module_name_of(line) for line in lines("modules.builtin"))
-        aliases: dict[str, list[str]] = {}
-        for line in lines("modules.alias"):
-            parts = line.split()
-            if len(parts) != 3 or parts[0] != "alias" or _GLOB.intersection(parts[1]):
-                continue
-            targets = aliases.setdefault(normalize(parts[1]), [])
-            if normalize(parts[2]) not in targets:
-                targets.append(normalize(parts[2]))
-        return ModuleTree(root, builtin, modules, {k: tuple(v) for k, v in aliases.items()},
-                          tuple(problems), stamp)
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Catalogs that could not be read."""
+        return self.catalog.problems()
 
     def resolve(self, name: str) -> Resolution:
         """Built in, carried (with what it depends on), or not carried: the tree's answer."""
         wanted = normalize(name)
         direct = self._resolve_module(wanted)
-        if direct.kind != "missing" or wanted in self.modules:
+        if direct.kind != "missing" or self.catalog.dependency_line(wanted) is not None:
             return direct
-        targets = self.aliases.get(wanted, ())
+        targets = self.catalog.literal_aliases(wanted)
         for target in targets:
             found = self._resolve_module(target)
             if found.kind != "missing":
@@ -132,9 +76,9 @@ class ModuleTree:
                           f"it is neither built into the kernel nor listed in modules.dep {where}")
 
     def _resolve_module(self, wanted: str) -> Resolution:
-        if wanted in self.builtin:
+        if self.catalog.is_builtin(wanted):
             return Resolution("builtin", wanted)
-        entry = self.modules.get(wanted)
+        entry = self.catalog.dependency_line(wanted)
         if entry is None:
             return Resolution("missing", wanted)
         path, deps = entry
