@@ -1,8 +1,8 @@
 """Checks of a claim's CDI spec: a draft-07 JSON schema and the project's decisions.
 
-The schema is written here from the facts in reference/dra-api.md §7.3/§7.4/§7.7 (the CDI project's
-schema is draft-07 with required ``cdiVersion``/``kind``/``devices``, each device requiring
-``name`` and ``containerEdits``, a device node requiring ``path``), tightened with the rules the
+The schema is written here from the CDI specification (its own JSON schema is draft-07 with
+required ``cdiVersion``/``kind``/``devices``, each device requiring ``name`` and
+``containerEdits``, a device node requiring ``path``), tightened with the rules the
 Go validation adds (name patterns, non-empty device edits, no unknown fields: runtimes decode
 strictly). :func:`check_claim_spec` adds decisions.md "Delivery".
 """
@@ -83,9 +83,13 @@ def check_claim_spec(spec: dict[str, Any], uid: str) -> None:
         assert re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", d["name"][len(uid) + 1:])
         for n in d["containerEdits"]["deviceNodes"]:
             if n["path"].startswith("/dev/.liken.sh-absent/"):
-                # Absent: no numbers, so the runtime must stat the path and fail (§7.5).
+                # Absent: no numbers, so the runtime must stat the path and fail (a node that is
+                # not minimally specified must exist on the host: the CDI specification).
                 assert set(n) == {"path"}, n
             else:
-                assert set(n) == {"path", "type", "major", "minor"}, n
+                # Minimally specified, with the host node's mode and owner (decisions.md,
+                # "Ownership and mode travel with the node").
+                assert set(n) == {"path", "type", "major", "minor", "fileMode", "uid", "gid"}, n
                 assert n["path"].startswith("/dev/")
                 assert n["type"] in ("c", "b")
+                assert 0 <= n["fileMode"] <= 0o777, n

@@ -132,7 +132,7 @@ def make_config(tmp_path: Path, sockdir: Path, **kw: Any) -> PluginConfig:
     base: dict[str, Any] = dict(
         node=NODE, cdi_dir=tmp_path / "cdi", state_dir=tmp_path / "state",
         plugin_dir=sockdir / "plugins" / "liken.sh", registry_dir=sockdir / "plugins_registry",
-        sysfs=tmp_path / "sys", health_interval=0.5)
+        sysfs=tmp_path / "sys", dev_dir=tmp_path / "dev", health_interval=0.5)
     base.update(kw)
     return PluginConfig(**base)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import uuid
 from pathlib import Path
@@ -23,12 +24,12 @@ from .kubelet import TestKubelet
 UID = "0f8fad5b-d9cb-469f-a165-70867728950e"  # starts with a digit: needs cdiVersion 0.5.0
 
 
-def test_spec_shape_and_names() -> None:
+def test_spec_shape_and_names(tmp_path: Path) -> None:
     spec = cdi.build_spec(UID, [
         Delivery("usb-1-3", (DevNode("bus/usb/001/005", "c", 189, 4),), True),
         Delivery("pci-0000-00-02-0", (DevNode("dri/renderD128", "c", 226, 128),), True),
         Delivery("pnp-00-01", (DevNode("ttyS1", "c", 4, 65),), False),
-    ])
+    ], tmp_path)
     check_claim_spec(spec, UID)
     assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == "liken.sh/device"
     assert [d["name"] for d in spec["devices"]] == [
@@ -45,19 +46,19 @@ def test_bad_uids_are_refused(uid: str) -> None:
         cdi.spec_path(Path("/tmp"), uid)
 
 
-def test_device_without_nodes_is_refused() -> None:
-    # CDI refuses a device with empty edits (dra-api.md §7.3); never write one.
+def test_device_without_nodes_is_refused(tmp_path: Path) -> None:
+    # The CDI specification refuses a device with empty edits; never write one.
     with pytest.raises(SpecError, match="no node"):
-        cdi.build_spec(UID, [Delivery("usb-1-3", (), True)])
+        cdi.build_spec(UID, [Delivery("usb-1-3", (), True)], tmp_path)
     with pytest.raises(SpecError, match="not a DNS label"):
-        cdi.build_spec(UID, [Delivery("Bad_Name", (DevNode("x", "c", 1, 1),), True)])
+        cdi.build_spec(UID, [Delivery("Bad_Name", (DevNode("x", "c", 1, 1),), True)], tmp_path)
 
 
 def test_atomic_write_never_shows_a_partial_file(tmp_path: Path) -> None:
     path = tmp_path / f"liken.sh-{UID}.json"
     big = [Delivery(f"usb-1-{i}", tuple(DevNode(f"input/event{j}", "c", 13, 64 + j)
                                         for j in range(32)), True) for i in range(1, 40)]
-    specs = [cdi.render(cdi.build_spec(UID, big[:k])) for k in (1, 39)]
+    specs = [cdi.render(cdi.build_spec(UID, big[:k], tmp_path)) for k in (1, 39)]
     assert cdi.write_atomic(path, specs[0])
     stop = threading.Event()
     seen: list[str] = []
@@ -175,3 +176,77 @@ def test_state_write_failure_on_unprepare_is_retried(api: FakeApiServer, make_pl
     assert k.unprepare([claim]) == {claim[1]: ""}
     assert json.loads(state.read_text())["claims"] == {}
     k.close()
+
+
+# decisions.md, "Ownership and mode travel with the node".
+
+needs_mknod = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+
+
+def make_node(dev_dir: Path, name: str, rdev: tuple[int, int], mode: int, gid: int,
+              uid: int = 0) -> Path:
+    path = dev_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(*rdev))
+    os.chown(path, uid, gid)
+    os.chmod(path, mode)
+    return path
+
+
+def owner_of(spec: dict[str, object], path: str) -> tuple[int, int, int]:
+    for d in spec["devices"]:  # type: ignore[attr-defined]
+        for n in d["containerEdits"]["deviceNodes"]:
+            if n["path"] == path:
+                return n["fileMode"], n["uid"], n["gid"]
+    raise AssertionError(f"{path} not in the spec")
+
+
+def test_a_node_carries_the_host_nodes_mode_and_owner() -> None:
+    """The host's own /dev/null, stated with its numbers: its real mode and owner travel."""
+    st = os.stat("/dev/null")
+    if not stat.S_ISCHR(st.st_mode) or st.st_rdev != os.makedev(1, 3):
+        pytest.skip("this machine's /dev/null is not the 1:3 node")
+    spec = cdi.build_spec(UID, [Delivery("pci-0000-00-02-0", (DevNode("null", "c", 1, 3),),
+                                         True)], Path("/dev"))
+    check_claim_spec(spec, UID)
+    assert owner_of(spec, "/dev/null") == (stat.S_IMODE(st.st_mode) & 0o777, st.st_uid,
+                                           st.st_gid)
+
+
+@needs_mknod
+def test_nodes_the_host_lacks_take_uinputs_mode_and_owner(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    make_node(dev, "hidraw0", (1, 3), 0o640, gid=4242)
+    make_node(dev, "uinput", (10, 223), 0o660, gid=4243)
+    make_node(dev, "ttyS1", (1, 5), 0o666, gid=5)  # the name, but another device's numbers
+    (dev / "input").mkdir()
+    os.symlink(dev / "hidraw0", dev / "input" / "event1")  # a link is not the node
+    nodes = (DevNode("hidraw0", "c", 1, 3), DevNode("uinput", "c", 10, 223),
+             DevNode("input/event0", "c", 13, 64), DevNode("input/event1", "c", 13, 65),
+             DevNode("ttyS1", "c", 4, 65), DevNode("hidraw0", "b", 1, 3))
+    spec = cdi.build_spec(UID, [Delivery("usb-1-8-1-0", nodes, True)], dev)
+    check_claim_spec(spec, UID)
+    edits = spec["devices"][0]["containerEdits"]["deviceNodes"]  # type: ignore[index]
+    assert [(n["path"], n["fileMode"], n["uid"], n["gid"]) for n in edits] == [
+        ("/dev/hidraw0", 0o640, 0, 4242),  # the host's node
+        ("/dev/uinput", 0o660, 0, 4243),
+        ("/dev/input/event0", 0o660, 0, 4243),  # stated by number, absent: uinput's
+        ("/dev/input/event1", 0o660, 0, 4243),
+        ("/dev/ttyS1", 0o660, 0, 4243),
+        ("/dev/hidraw0", 0o660, 0, 4243),  # a block node of those numbers is not there
+    ]
+    # Without /dev/uinput nothing is opened up: root only.
+    (dev / "uinput").unlink()
+    spec = cdi.build_spec(UID, [Delivery("usb-1-8-1-0", nodes[2:3], True)], dev)
+    assert owner_of(spec, "/dev/input/event0") == (0o600, 0, 0)
+
+
+@needs_mknod
+def test_special_bits_do_not_travel_and_names_stay_inside_dev(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    make_node(dev, "ttyUSB0", (188, 0), 0o6660, gid=20, uid=1000)
+    make_node(tmp_path, "outside", (188, 1), 0o666, gid=0)
+    spec = cdi.build_spec(UID, [Delivery("usb-1-2-1-0", (
+        DevNode("ttyUSB0", "c", 188, 0), DevNode("../outside", "c", 188, 1)), True)], dev)
+    assert owner_of(spec, "/dev/ttyUSB0") == (0o660, 1000, 20)
+    assert owner_of(spec, "/dev/../outside") == (0o600, 0, 0)

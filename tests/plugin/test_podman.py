@@ -3,7 +3,7 @@
 The fixture sysfs tree's device nodes are real nodes of this machine (/dev/tty5 = 4:5,
 /dev/loop1 = 7:1), the inventory is the real one (``Sources.walk`` over the tree), the claims come
 from the fake API, the test kubelet prepares them over the real sockets, and podman runs a
-container with the CDI IDs the plugin returned (reference/runtime.md §1; setup.d/30-podman.sh).
+container with the CDI IDs the plugin returned (setup.d/30-podman.sh sets podman 4.3 up).
 Specs go to /var/run/cdi, the only dynamic directory podman 4.3 reads; each test removes its own.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,8 +57,13 @@ def _need_podman() -> None:
         pytest.skip(reason)
 
 
-def podman(*ids: str, cmd: str) -> subprocess.CompletedProcess[str]:
+def podman(*ids: str, cmd: str, user: str | None = None,
+           groups: tuple[str, ...] | list[str] = ()) -> subprocess.CompletedProcess[str]:
     args = ["podman", "run", "--rm", "--network", "none"]
+    if user is not None:
+        args += ["--user", user]
+    for g in groups:
+        args += ["--group-add", g]
     for i in ids:
         args += ["--device", i]
     return subprocess.run([*args, IMAGE, "sh", "-c", cmd], capture_output=True, text=True,
@@ -157,6 +163,50 @@ def test_container_gets_the_nodes_then_fails_while_absent(api: FakeApiServer, ma
     assert r.returncode != 0 and "unresolvable CDI devices" in r.stderr
 
 
+def make_node(dev_dir: Path, name: str, rdev: tuple[int, int], mode: int, gid: int) -> None:
+    path = dev_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(*rdev))
+    os.chown(path, 0, gid)
+    os.chmod(path, mode)
+
+
+def test_a_node_keeps_its_mode_and_group_and_the_group_opens_it(
+        api: FakeApiServer, machine: Machine, e2e: tuple[Plugin, TestKubelet]) -> None:
+    """decisions.md, "Ownership and mode travel with the node", and devices.txt, "What a claim
+    delivers": the workload reaches a node through the group membership its image gives its
+    user. The host's node is 0640 root:4242 (a copy of /dev/null's numbers in the plugin's /dev);
+    the container's node is exactly that, a user in group 4242 opens it, one outside cannot."""
+    plugin, kubelet = e2e
+    card = machine.b.pci("0000:00:1e.1", driver="exar_serial", cls=0x070002)
+    machine.b.node(card, "tty", "ttyLKN0", 1, 3, subdir="tty")
+    make_node(plugin.config.dev_dir, "ttyLKN0", (1, 3), 0o640, 4242)
+    claim = new_claim(api, ["pci-0000-00-1e-1"])
+    ans = kubelet.prepare([claim])[claim[1]]
+    assert ans.error == ""
+    (cid,) = ans.devices[0]["cdi"]
+    opens = "cat /dev/ttyLKN0 && echo opened"
+    try:
+        r = podman(cid, cmd="stat -c '%F %t:%T %a %u %g' /dev/ttyLKN0")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "character special file 1:3 640 0 4242"
+        member = podman(cid, cmd=opens, user="1000:4242")
+        assert (member.returncode, member.stdout.strip()) == (0, "opened"), member.stderr
+        image_group = podman(cid, cmd=opens, user="1000:1000", groups=["4242"])
+        assert (image_group.returncode, image_group.stdout.strip()) == (0, "opened")
+        outsider = podman(cid, cmd=opens, user="1000:1000")
+        assert outsider.returncode != 0 and "opened" not in outsider.stdout
+        assert "Permission denied" in outsider.stderr
+        # The host node's group changes: the next reconcile pass writes it, the next container
+        # has it (and the former member is now outside).
+        os.chown(plugin.config.dev_dir / "ttyLKN0", 0, 4343)
+        assert plugin.reconcile(machine.sources.walk()) == [claim[1]]
+        assert podman(cid, cmd=opens, user="1000:4242").returncode != 0
+        assert podman(cid, cmd=opens, user="1000:4343").returncode == 0
+    finally:
+        assert kubelet.unprepare([claim]) == {claim[1]: ""}
+
+
 def test_disk_that_becomes_a_storage_role(api: FakeApiServer, machine: Machine,
                                           e2e: tuple[Plugin, TestKubelet]) -> None:
     plugin, kubelet = e2e
@@ -188,8 +238,11 @@ def test_bluetooth_claim_delivers_usbfs_uinput_and_32_event_nodes(api: FakeApiSe
                                                                   ) -> None:
     # devices.txt, "Bluetooth adapters": the usbfs node, /dev/uinput and the 32 legacy event
     # nodes by number. None of them exists on this machine (no USB, no uinput, no /dev/input):
-    # the runtime creates them from the numbers (runtime.md §1 (ii)).
-    _plugin, kubelet = e2e
+    # the runtime creates them from the numbers (the CDI specification's minimally specified
+    # node). decisions.md, "Ownership and mode travel with the node": those the host lacks take
+    # the host's /dev/uinput's mode and owner (here a uinput of the plugin's /dev, 0660 :4243).
+    plugin, kubelet = e2e
+    make_node(plugin.config.dev_dir, "uinput", (10, 223), 0o660, 4243)
     b = machine.b
     usb = b.usb_device("1-8", busnum=1, devnum=3)
     radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
@@ -200,14 +253,14 @@ def test_bluetooth_claim_delivers_usbfs_uinput_and_32_event_nodes(api: FakeApiSe
     assert ans.error == ""
     (cid,) = ans.devices[0]["cdi"]
     try:
-        r = podman(cid, cmd="stat -c '%n %t:%T' /dev/bus/usb/001/003 /dev/uinput "
+        r = podman(cid, cmd="stat -c '%n %t:%T %a %u %g' /dev/bus/usb/001/003 /dev/uinput "
                             "/dev/input/event*; ls /dev/input | wc -l")
         assert r.returncode == 0, r.stderr
         lines = r.stdout.split("\n")
-        assert lines[0] == "/dev/bus/usb/001/003 bd:2"  # 189:2
-        assert lines[1] == "/dev/uinput a:df"  # 10:223
+        assert lines[0] == "/dev/bus/usb/001/003 bd:2 660 0 4243"  # 189:2
+        assert lines[1] == "/dev/uinput a:df 660 0 4243"  # 10:223
         events = sorted(lines[2:34], key=lambda x: int(x.split()[0][len("/dev/input/event"):]))
-        assert events == [f"/dev/input/event{i} d:{64 + i:x}" for i in range(32)]
+        assert events == [f"/dev/input/event{i} d:{64 + i:x} 660 0 4243" for i in range(32)]
         assert lines[34].strip() == "32"
     finally:
         assert kubelet.unprepare([claim]) == {claim[1]: ""}

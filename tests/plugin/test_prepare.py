@@ -37,8 +37,9 @@ def test_every_device_kind_prepares_and_unprepares(name: str, api: FakeApiServer
                             "cdi": [f"liken.sh/device={uid}-{name}"]}]
     spec = spec_of(plugin, uid)
     check_claim_spec(spec, uid)
-    want = [{"path": x.path, "type": x.type, "major": x.major, "minor": x.minor}
-            for x in CATALOG[name][1]]
+    # The fixture's /dev is empty: every node takes the stand-in (no /dev/uinput: root only).
+    want = [{"path": x.path, "type": x.type, "major": x.major, "minor": x.minor,
+             "fileMode": 0o600, "uid": 0, "gid": 0} for x in CATALOG[name][1]]
     assert nodes_of(spec, uid, name) == want
     assert kubelet.unprepare([claim]) == {uid: ""}
     assert cdi_files(plugin.config.cdi_dir) == []
@@ -53,7 +54,8 @@ def test_bluetooth_claim_states_the_32_event_nodes_by_number(api: FakeApiServer,
     events = [x for x in got if x["path"].startswith("/dev/input/event")]
     assert [(x["major"], x["minor"]) for x in events] == [(13, 64 + i) for i in range(32)]
     assert len(BT_EVENTS) == 32
-    assert {"path": "/dev/uinput", "type": "c", "major": 10, "minor": 223} in got
+    assert {"path": "/dev/uinput", "type": "c", "major": 10, "minor": 223, "fileMode": 0o600,
+            "uid": 0, "gid": 0} in got
     assert got[0]["path"].startswith("/dev/bus/usb/")
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from liken_devices.inventory import MachineSpec, SerioEntry, Sources
+from liken_devices.plugin.cdi import ROOT_ONLY
 from tests.support.fakeapi import FakeApiServer
 from tests.support.sysfs_builder import SysfsBuilder
 
@@ -96,7 +97,7 @@ def test_every_published_device_prepares(api: FakeApiServer, make_plugin: Any,
         assert ans.error == "", (d.name, ans.error)
         assert ans.devices[0]["cdi"] == [f"liken.sh/device={claim[1]}-{d.name}"]
         assert nodes_in_spec(plugin.config.cdi_dir, claim[1], d.name) == [
-            n.to_json() for n in d.nodes], d.name
+            n.to_json() | ROOT_ONLY.to_json() for n in d.nodes], d.name  # an empty /dev
         assert k.unprepare([claim]) == {claim[1]: ""}
     assert cdi_files(plugin.config.cdi_dir) == []
     k.close()
@@ -125,9 +126,10 @@ def test_bare_name_then_serio_entry(api: FakeApiServer, make_plugin: Any,
                                        {"request": "remote", "device": "usb-1-5-1-0-input"}])
     assert k.prepare([both])[both[1]].error == ""
     assert nodes_in_spec(plugin.config.cdi_dir, both[1], "usb-1-5-1-0-cec") == [
-        {"path": "/dev/cec0", "type": "c", "major": 511, "minor": 0}]
+        {"path": "/dev/cec0", "type": "c", "major": 511, "minor": 0, **ROOT_ONLY.to_json()}]
     assert nodes_in_spec(plugin.config.cdi_dir, both[1], "usb-1-5-1-0-input") == [
-        {"path": "/dev/input/event30", "type": "c", "major": 13, "minor": 94}]
+        {"path": "/dev/input/event30", "type": "c", "major": 13, "minor": 94,
+         **ROOT_ONLY.to_json()}]
     assert plugin.prepared()[both[1]].usb_interfaces == []  # no usbfs: nothing to give back
     assert k.unprepare([bare, both]) == {bare[1]: "", both[1]: ""}
     assert cdi_files(plugin.config.cdi_dir) == []

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import threading
 from pathlib import Path
+
+import pytest
 
 from liken_devices.plugin import Plugin
 from liken_devices.sysfs.model import DevNode
@@ -141,3 +145,35 @@ def test_health_stream_follows_presence(api: FakeApiServer, plugin: Plugin,
     with seen:
         count = len(messages)
         assert seen.wait_for(lambda: len(messages) > count, timeout=5)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_reconcile_rewrites_when_the_host_nodes_mode_or_owner_changes(
+        api: FakeApiServer, plugin: Plugin, kubelet: TestKubelet, hardware: Hardware) -> None:
+    """decisions.md, "Ownership and mode travel with the node": read whenever the spec is
+    written, so a reconcile pass after the host node's mode or group changed writes them."""
+    node = plugin.config.dev_dir / "ttyS1"
+    node.parent.mkdir(parents=True, exist_ok=True)
+    os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(4, 65))
+    os.chown(node, 0, 4242)
+    os.chmod(node, 0o640)
+    claim = new_claim(api, ["pnp-00-01"])
+    uid = claim[1]
+    assert kubelet.prepare([claim])[uid].error == ""
+
+    def owner() -> tuple[int, int, int]:
+        spec = json.loads(spec_file(plugin, uid).read_text())
+        check_claim_spec(spec, uid)
+        (n,) = spec["devices"][0]["containerEdits"]["deviceNodes"]
+        return n["fileMode"], n["uid"], n["gid"]
+
+    assert owner() == (0o640, 0, 4242)
+    assert plugin.reconcile(hardware.walk()) == []  # nothing changed: the file is not touched
+    os.chown(node, 1000, 20)
+    os.chmod(node, 0o660)
+    assert plugin.reconcile(hardware.walk()) == [uid]
+    assert owner() == (0o660, 1000, 20)
+    node.unlink()  # gone from the host (the device stays published): the stand-in, root only
+    assert plugin.reconcile(hardware.walk()) == [uid]
+    assert owner() == (0o600, 0, 0)
+    assert kubelet.unprepare([claim]) == {uid: ""}

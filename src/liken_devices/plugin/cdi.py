@@ -1,14 +1,26 @@
 """The per-claim CDI spec: what the container runtime injects for a prepared claim.
 
 devices.txt, "What a claim delivers": a claim delivers device nodes only, through a CDI spec that
-names the /dev entries of that claim. decisions.md, "Delivery" fixes the form: one file per claim,
+names the /dev entries of that claim, and the workload reaches them through "the group membership
+that its image gives its user". decisions.md, "Delivery" fixes the form: one file per claim,
 ``<cdi dir>/liken.sh-<claimUID>.json``, kind ``liken.sh/device``, device names
-``<claimUID>-<device name>``, ``cdiVersion`` 0.5.0 (the lowest that allows a device name starting
-with a digit, which a claim UID may; podman 4.3 refuses anything newer: reference/runtime.md §1),
-each node with ``path``, ``type``, ``major`` and ``minor``; while hardware is absent its nodes are
-paths under ``/dev/.liken.sh-absent/`` with no type or numbers, so the runtime's stat fails and
-the container cannot start (CDI: a node that is not "minimally specified" must exist on the host,
-dra-api.md §7.5).
+``<claimUID>-<device name>``, at the lowest ``cdiVersion`` its content needs: 0.5.0, the first
+that allows a device name starting with a digit (a claim UID may), and the newest that podman 4.3
+accepts (``fileMode``, ``uid`` and ``gid`` are in the CDI specification's device node since its
+first tagged version, 0.3.0). Each node is given with ``path``, ``type``, ``major`` and ``minor``
+(the CDI specification's "minimally specified" node: the runtime creates it from the numbers
+even where the host has no such node, as for Bluetooth's event nodes).
+
+decisions.md, "Ownership and mode travel with the node": each node also carries ``fileMode`` (the
+permission bits), ``uid`` and ``gid`` of the host's node, read with ``lstat`` whenever the spec is
+built; without them the runtime makes the node 0666 (podman) or copies only the mode
+(containerd), and the image's groups would not matter. A node the host does not have (or has at
+that name with other numbers) takes the mode and owner of the host's ``/dev/uinput``; if even
+that is missing, 0600 root:root (nothing is opened up that the host does not show).
+
+While hardware is absent its nodes are paths under ``/dev/.liken.sh-absent/`` with no type or
+numbers: a node that is not minimally specified must exist on the host, so the runtime's stat
+fails and the container cannot start (devices.txt, "USB devices").
 
 Files are written atomically (a temp file in the same directory whose name does not end in
 ``.json``, so no runtime scans it; fsync; rename; fsync the directory) and only when the bytes
@@ -20,8 +32,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..sysfs.model import DevNode
@@ -33,10 +46,13 @@ ABSENT_ROOT = "/dev/.liken.sh-absent"
 SPEC_PREFIX = "liken.sh-"
 SPEC_SUFFIX = ".json"
 
-# A Kubernetes UID is a UUID; accept the characters a CDI device name allows at its start and in
-# its middle (dra-api.md §7.3) and nothing that could leave the CDI directory.
+DEV_DIR = Path("/dev")  # where this process sees the host's device nodes
+UINPUT = DevNode("uinput", "c", 10, 223)  # misc minor 223 (the kernel's admin-guide/devices)
+
+# A Kubernetes UID is a UUID; accept the characters the CDI specification allows at the start and
+# in the middle of a device name, and nothing that could leave the CDI directory.
 _UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]")  # fullmatch: no trailing "\n"
-# A published device name is a DNS label (devices.txt, "Device names").
+# A published device name is a DNS label (decisions.md, "Names").
 _DEVICE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
@@ -75,6 +91,63 @@ def absent_path(device: str, node_name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Owner:
+    """A host node's permission bits and owner, as the CDI entry carries them."""
+
+    mode: int  # permission bits only (0o777): the CDI fileMode
+    uid: int
+    gid: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"fileMode": self.mode, "uid": self.uid, "gid": self.gid}
+
+
+ROOT_ONLY = Owner(0o600, 0, 0)
+
+
+def host_owner(dev_dir: Path, node: DevNode) -> Owner | None:
+    """The mode and owner of the host's node, when ``dev_dir/name`` is that very node.
+
+    ``lstat``, as the runtime does: a symlink, a file or a node of other numbers at that name is
+    not the node. A name that could leave ``dev_dir`` is never looked up.
+    """
+    if node.name.startswith("/") or ".." in node.name.split("/"):
+        return None
+    try:
+        st = os.lstat(dev_dir / node.name)
+    except (OSError, ValueError):
+        return None
+    is_kind = stat.S_ISCHR if node.type == "c" else stat.S_ISBLK
+    if not is_kind(st.st_mode) or st.st_rdev != os.makedev(node.major, node.minor):
+        return None
+    return Owner(stat.S_IMODE(st.st_mode) & 0o777, st.st_uid, st.st_gid)
+
+
+@dataclass(slots=True)
+class HostNodes:
+    """The host's nodes as one spec write sees them: each looked up once per build."""
+
+    dev_dir: Path = DEV_DIR
+    _seen: dict[DevNode, Owner] = field(default_factory=dict)
+
+    def owner(self, node: DevNode) -> Owner:
+        got = self._seen.get(node)
+        if got is None:
+            got = host_owner(self.dev_dir, node) or self.stand_in()
+            self._seen[node] = got
+        return got
+
+    def stand_in(self) -> Owner:
+        """decisions.md, "Ownership and mode travel with the node": a node stated by number
+        that the host lacks takes /dev/uinput's mode and owner (root only without one)."""
+        got = self._seen.get(UINPUT)
+        if got is None:
+            got = host_owner(self.dev_dir, UINPUT) or ROOT_ONLY
+            self._seen[UINPUT] = got
+        return got
+
+
+@dataclass(frozen=True, slots=True)
 class Delivery:
     """What one device of a claim delivers right now.
 
@@ -86,16 +159,18 @@ class Delivery:
     nodes: tuple[DevNode, ...]
     present: bool
 
-    def node_edits(self) -> list[dict[str, object]]:
+    def node_edits(self, host: HostNodes) -> list[dict[str, object]]:
         if self.present:
-            return [n.to_json() for n in self.nodes]
+            return [n.to_json() | host.owner(n).to_json() for n in self.nodes]
         names = [n.name for n in self.nodes] or ["gone"]
         return [{"path": absent_path(self.device, name)} for name in names]
 
 
-def build_spec(uid: str, deliveries: Sequence[Delivery]) -> dict[str, object]:
-    """The CDI spec of one claim (dra-api.md §7.4: every device needs non-empty edits)."""
+def build_spec(uid: str, deliveries: Sequence[Delivery], dev_dir: Path) -> dict[str, object]:
+    """The CDI spec of one claim, with each present node's mode and owner read from ``dev_dir``
+    now (the CDI specification: every device needs non-empty edits)."""
     check_uid(uid)
+    host = HostNodes(dev_dir)
     devices: list[dict[str, object]] = []
     seen: set[str] = set()
     for d in sorted(deliveries, key=lambda d: d.device):
@@ -103,7 +178,7 @@ def build_spec(uid: str, deliveries: Sequence[Delivery]) -> dict[str, object]:
         if d.device in seen:
             continue
         seen.add(d.device)
-        edits = d.node_edits()
+        edits = d.node_edits(host)
         if not edits:
             raise SpecError(f"device {d.device} delivers no node")
         devices.append({"name": cdi_name(uid, d.device), "containerEdits": {"deviceNodes": edits}})

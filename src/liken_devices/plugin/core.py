@@ -2,9 +2,10 @@
 
 Every rule here comes from devices.txt ("What a claim delivers", "USB devices", "Bluetooth
 adapters", "Serial-line adapters", the storage paragraph of "What a node publishes"),
-decisions.md ("Delivery") and dra-api.md §5.3/§6.4 (kubelet semantics):
+decisions.md ("Delivery") and the kubelet's DRA plugin API (KEP-4381; the Go helper
+``k8s.io/dynamic-resource-allocation/kubeletplugin`` shows its semantics):
 
-* Prepare reads each claim from the API before taking the lock (§6.4), then resolves every device
+* Prepare reads each claim from the API before taking the lock, then resolves every device
   against a fresh walk under the lock: a device the inventory does not offer now fails that claim
   in band. That one rule covers an unplugged device, an adapter's bare name that ``spec.serio``
   now reserves, and the storage recheck (the inventory never publishes a disk that backs a role,
@@ -15,10 +16,11 @@ decisions.md ("Delivery") and dra-api.md §5.3/§6.4 (kubelet semantics):
 * Unprepare gives the claim's USB interfaces back to the kernel (devices.txt, "USB devices"),
   deletes the spec and forgets the claim; a claim it never saw, or whose spec is gone, succeeds.
 * The reconcile pass, run after every walk, rewrites each prepared claim's spec with the current
-  nodes, or with a nonexistent path while a device is away, touching only files that differ.
+  nodes and their host mode and owner (``cdi``), or with a nonexistent path while a device is
+  away, touching only files that differ.
 * Health: each prepared device is healthy while present and unhealthy while absent.
 
-Calls are serialized by one lock (the Go helper's default, §6.4), which reconcile takes too.
+Calls are serialized by one lock (the Go helper's default), which reconcile takes too.
 """
 
 from __future__ import annotations
@@ -58,8 +60,10 @@ class PluginConfig:
     node: str  # the node's name = the pool name of its slice
     cdi_dir: Path = DEFAULT_CDI_DIR
     state_dir: Path = DEFAULT_STATE_DIR
-    plugin_dir: Path = DEFAULT_PLUGIN_DIR  # holds dra.sock (dra-api.md §6.2)
+    plugin_dir: Path = DEFAULT_PLUGIN_DIR  # holds dra.sock (the kubelet's plugin directory)
     registry_dir: Path = DEFAULT_REGISTRY_DIR  # holds liken.sh-reg.sock
+    # The host's device nodes as this process sees them: each spec carries their mode and owner.
+    dev_dir: Path = cdi.DEV_DIR
     # The real sysfs the walk reads, for the USB interfaces (drivers_probe); None when the
     # devices come from a recording, so nothing is ever written to this machine's /sys for them.
     sysfs: Path | None = Path("/sys")
@@ -152,7 +156,8 @@ class Plugin:
             self._update_health_locked()
 
     def start(self) -> None:
-        """Load the state, serve the DRA socket, then the registration socket (§6.4)."""
+        """Load the state, serve the DRA socket, then the registration socket (the kubelet may
+        call as soon as it sees the registration)."""
         from .server import Servers
 
         self.load()
@@ -179,7 +184,7 @@ class Plugin:
     def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareOutcome]:
         """NodePrepareResources: one outcome per claim UID; errors in band.
 
-        The claims are read from the API concurrently and before the lock (dra-api.md §6.4);
+        The claims are read from the API concurrently and before the lock;
         under the lock one fresh walk resolves them all, the state is saved once with every
         resolved claim, and then each claim's spec is written.
         """
@@ -206,7 +211,7 @@ class Plugin:
             for c, results in fetched:
                 try:
                     claim = self._resolve(c, results, inv, by_name)
-                    spec = cdi.build_spec(c.uid, _deliveries(claim))
+                    spec = cdi.build_spec(c.uid, _deliveries(claim), self.config.dev_dir)
                 except (ClaimError, SpecError) as e:
                     out[c.uid] = PrepareOutcome(error=str(e))
                     continue
@@ -225,7 +230,7 @@ class Plugin:
         """Each claim's results for this node, or the error text.
 
         The GETs run concurrently, and the whole reading has a budget well inside the kubelet's
-        45 s per call (dra-api.md §5.3): a claim the API has not answered by then fails in band
+        45 s per call: a claim the API has not answered by then fails in band
         instead of the whole call timing out.
         """
         def one(c: ClaimRef) -> list[Any] | str:
@@ -392,8 +397,8 @@ class Plugin:
                         if claim.present.get(n) != is_present:
                             claim.present[n] = is_present
                             dirty = True
-                    if cdi.write_spec(self.config.cdi_dir, uid,
-                                      cdi.build_spec(uid, _deliveries(claim))):
+                    spec = cdi.build_spec(uid, _deliveries(claim), self.config.dev_dir)
+                    if cdi.write_spec(self.config.cdi_dir, uid, spec):
                         written.append(uid)
                 except (OSError, SpecError) as e:
                     log.error("reconcile claim %s: %s", uid, e)
