@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from liken_devices.errors import InputError
 from liken_devices.sysfs.model import DevNode
 from liken_devices.sysfs.reader import read_sysfs
 from tests.support.sysfs_builder import SysfsBuilder
@@ -72,9 +73,12 @@ def test_odd_bytes_in_serial_are_kept_raw_for_the_policy(tmp_path: Path) -> None
     assert snap.devices[usb.path].attr("serial") == "\ufffd\x00abc"
 
 
-def test_missing_root_gives_an_empty_snapshot(tmp_path: Path) -> None:
-    snap = read_sysfs(tmp_path / "nope")
-    assert snap.devices == {}
+def test_a_root_without_the_dev_char_index_is_not_a_sysfs_tree(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not a sysfs tree: it has no dev/char index"):
+        read_sysfs(tmp_path / "nope")
+    (tmp_path / "devices" / "pci0000:00").mkdir(parents=True)
+    with pytest.raises(InputError, match="not a sysfs tree"):
+        read_sysfs(tmp_path)  # no longer an empty snapshot: nothing would be published silently
 
 
 @pytest.mark.skipif(not Path("/sys/devices").is_dir(), reason="no sysfs")

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from ..errors import InputError as InputError  # re-exported: its home for the layers above
 from ..sysfs.model import Snapshot
 from .catalogs import Catalogs
 from .model import Facts, Inventory, MachineSpec, SerioEntry
@@ -28,10 +29,6 @@ log = logging.getLogger(__name__)
 
 SERIO_PROTOCOLS = ("pulse8-cec", "rainshadow-cec")
 _HEX4 = re.compile(r"[0-9a-f]{4}")  # fullmatch
-
-
-class InputError(ValueError):
-    """Bad input from the operator: a missing root, a malformed machine file. Exit status 2."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +157,8 @@ class Sources:
                 raise InputError(f"recording {self.recording} does not exist")
         elif not (self.sysfs / "devices").is_dir():
             raise InputError(f"sysfs root {self.sysfs} has no devices/ directory")
+        elif not (self.sysfs / "dev" / "char").is_dir():
+            raise InputError(f"{self.sysfs} is not a sysfs tree: it has no dev/char index")
         if self.machine_file is not None:
             read_machine_file(self.machine_file)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .values import dec
+
 _SUBDIR = {"sound": "snd", "input": "input", "drm": "dri", "usbmisc": "usb", "dvb": "dvb",
            "bsg": "bsg"}
 OSS_MAJOR = 14  # OSS emulation nodes (dsp, mixer, audio) stay at the top of /dev
@@ -19,10 +21,10 @@ def default_devname(subsystem: str | None, name: str, props: Mapping[str, str],
                     busnum: str | None = None, devnum: str | None = None,
                     major: int | None = None) -> str | None:
     if subsystem == "usb":
-        bus = busnum or props.get("BUSNUM")
-        dev = devnum or props.get("DEVNUM")
-        if bus and dev and bus.strip().isdigit() and dev.strip().isdigit():
-            return f"bus/usb/{int(bus):03d}/{int(dev):03d}"
+        bus = dec(busnum or props.get("BUSNUM"))
+        dev = dec(devnum or props.get("DEVNUM"))
+        if bus is not None and dev is not None:
+            return f"bus/usb/{bus:03d}/{dev:03d}"
         return None
     if subsystem == "sound" and major == OSS_MAJOR:
         return name

@@ -10,6 +10,14 @@ INTERFACE, MAJOR/MINOR, DEVNAME) and only the attributes the policy needs.
 
 Sysfs changes under the reader: a device that vanishes mid-walk is skipped, an attribute that
 cannot be read is left out, and each is logged and recorded in ``Snapshot.problems``.
+
+A tree under any root is hostile until read (docs/inventory.md, "Bad input"): a file is opened
+with ``O_NONBLOCK`` (a FIFO in an attribute's place does not block the walk), read only when it
+is a regular file, and at most :data:`MAX_ATTR` bytes of it (a ``/dev/zero``-like file cannot
+exhaust memory); a ``uevent`` is split on ``\n`` alone, its first value of a key wins (the
+kernel writes MAJOR, MINOR, DEVNAME and DRIVER before any string a device supplies), and device
+numbers and names are checked (:mod:`.values`). A root without the ``dev/char`` index is not a
+sysfs tree: :class:`~liken_devices.errors.InputError`.
 """
 
 from __future__ import annotations
@@ -17,11 +25,14 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 import threading
 from pathlib import Path
 
+from ..errors import InputError
 from .devnames import default_devname
 from .model import DevNode, Snapshot, SysDevice
+from .values import dev_numbers, devname_problem
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +44,9 @@ BOARD_BUSES = ("platform", "acpi", "pnp")
 USB_DEVICE_ATTRS = ("serial", "manufacturer", "product")
 USB_INTERFACE_ATTRS: tuple[str, ...] = ()
 PCI_FALLBACK_ATTRS = ("vendor", "device", "class", "modalias")
+# A sysfs text attribute (and a uevent) is at most one page; 64 KiB covers any page size.
+MAX_ATTR = 64 << 10
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
 # What the last walks read, per (root, path): the uevent's bytes, how the device was found, and
@@ -93,15 +107,33 @@ class _Walk:
             return []
 
     def read(self, rel: str) -> bytes | None:
+        """A regular file's bytes (at most :data:`MAX_ATTR`), or None with the problem noted."""
         try:
-            with open(self.root + rel, "rb") as f:
-                return f.read()
+            fd = os.open(self.root + rel, _READ_FLAGS)
         except FileNotFoundError:
             return None
         except OSError as exc:
             if exc.errno not in (errno.ENOENT, errno.ENODEV):
                 self.problem(f"cannot read {rel}: {exc.strerror}")
             return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self.problem(f"{rel} is not a regular file; not read")
+                return None
+            # One read: a regular file's read returns less than asked only at its end, and a
+            # sysfs attribute is produced whole by its first read.
+            data = os.read(fd, MAX_ATTR + 1) if st.st_size <= MAX_ATTR else b""
+            if st.st_size > MAX_ATTR or len(data) > MAX_ATTR:
+                self.problem(f"{rel} is larger than {MAX_ATTR} bytes; not read")
+                return None
+            return data
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENODEV):
+                self.problem(f"cannot read {rel}: {exc.strerror}")
+            return None
+        finally:
+            os.close(fd)
 
     def link_name(self, rel: str) -> str | None:
         try:
@@ -144,9 +176,9 @@ class _Walk:
                 self.devices[path] = dev
                 return
         props: dict[str, str] = {}
-        for line in raw.decode("utf-8", errors="replace").splitlines():
+        for line in raw.decode("utf-8", errors="replace").split("\n"):
             key, sep, value = line.partition("=")
-            if sep:
+            if sep and key not in props:
                 props[key] = value
         # The kernel's uevent file carries DRIVER when one is bound, but never SUBSYSTEM: that
         # comes from the index the device was found in, or from its subsystem link.
@@ -196,25 +228,30 @@ class _Walk:
             major, _, minor = dev.decode(errors="replace").strip().partition(":")
         name = props.get("DEVNAME")
         busnum, devnum = attrs.get("busnum"), attrs.get("devnum")
-        try:
-            numbers = int(major), int(minor)
-        except ValueError:
-            self.problem(f"{path}: bad device number {major}:{minor}")
+        numbers = dev_numbers(major, minor)
+        if numbers is None:
+            self.problem(f"{path}: bad device number {major!r}:{minor!r}")
             return None
         if not name:
             name = default_devname(subsystem, path.rsplit("/", 1)[-1], props,
-                                   busnum.decode() if busnum else None,
-                                   devnum.decode() if devnum else None, numbers[0])
+                                   busnum.decode(errors="replace") if busnum else None,
+                                   devnum.decode(errors="replace") if devnum else None,
+                                   numbers[0])
         if not name:
             return None
+        name = name.removeprefix("/dev/")
+        problem = devname_problem(name)
+        if problem is not None:
+            self.problem(f"{path}: device name {name[:60]!r} refused: {problem}")
+            return None
         kind = "b" if node_type == "b" else "c"
-        return DevNode(name.removeprefix("/dev/"), kind, *numbers)  # type: ignore[arg-type]
+        return DevNode(name, kind, *numbers)  # type: ignore[arg-type]
 
     def console(self) -> tuple[str, ...]:
         raw = self.read("/class/tty/console/active")
         if raw is None:
             return ()
-        names = raw.decode(errors="replace").split()
+        names = [x.decode(errors="replace") for x in raw.split()]
         out: list[str] = []
         for name in names:
             out.append(name)
@@ -222,12 +259,14 @@ class _Walk:
                 # tty0 is "the current virtual terminal": follow it to the real one.
                 active = self.read("/class/tty/tty0/active")
                 if active:
-                    out.extend(active.decode(errors="replace").split())
+                    out.extend(x.decode(errors="replace") for x in active.split())
         return tuple(out)
 
 
 def read_sysfs(root: Path | str = "/sys") -> Snapshot:
-    """One walk of the sysfs tree under ``root``."""
+    """One walk of the sysfs tree under ``root``; :class:`InputError` if it is not one."""
+    if not os.path.isdir(os.path.join(root, "dev", "char")):
+        raise InputError(f"{root} is not a sysfs tree: it has no dev/char index")
     walk = _Walk(Path(root))
     index = {bus: set(walk.listdir(f"/bus/{bus}/devices")) for bus in BUSES}
     # Device nodes first, so a usb_device is loaded with its node (usbfs) and its attributes. A

@@ -6,6 +6,12 @@ per device, separated by blank lines: ``P:`` the path under /sys, ``N:`` the nod
 (optionally ``=HEX`` content), ``S:`` a /dev symlink, ``E:`` a uevent/udev property, ``A:`` a text
 attribute (C-escaped), ``H:`` a binary attribute (hex), ``L:`` a symlink in the device directory.
 
+A recording is hostile until parsed (docs/inventory.md, "Bad input"): it is read only when it is
+a regular file of at most :data:`MAX_RECORDING` bytes, split into lines on ``\n`` alone (a
+U+2028 or U+0085 inside a recorded value stays inside it), and every line, block, path, device
+name and number is checked; anything malformed is an :class:`~liken_devices.errors.InputError`
+naming the line, which the commands turn into exit status 2 and one line on stderr.
+
 Recordings made from ``udevadm info --export-db`` carry only ``P: N: S: E:``; what a sysfs walker
 would read from attribute files is then derived from the properties (DRIVER, PCI_ID, PRODUCT,
 INTERFACE, BUSNUM/DEVNUM, MAJOR/MINOR), so the policy sees the same snapshot either way.
@@ -18,18 +24,32 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import InputError
 from .devnames import default_devname
 from .model import DevNode, Snapshot, SysDevice
 from .reader import BUSES
+from .values import dec, dev_numbers, devname_problem, hexnum
 
 log = logging.getLogger(__name__)
 
 _ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", '"': b'"', "a": b"\a", "b": b"\b",
             "f": b"\f", "v": b"\v", "'": b"'", "?": b"?"}
+# Bounds: the largest real recording (a storage server's udev database) is about 1 MiB with
+# 3,000 devices; these leave room for any real machine and stop a hostile file early.
+MAX_RECORDING = 64 << 20  # bytes
+MAX_LINE = 1 << 20  # characters in one line (a binary attribute in hex)
+MAX_BLOCKS = 200_000  # devices
+MAX_BLOCK_LINES = 10_000  # lines of one device
+MAX_PATH = 4096
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+_KINDS = frozenset("PNSEAHL")
+
 # Subsystems that are buses in sysfs (bus/<name>), the rest are classes (class/<name>).
 BUS_SUBSYSTEMS = frozenset({
     "pci", "usb", "platform", "acpi", "pnp", "serio", "hid", "i2c", "spi", "scsi", "virtio", "mmc",
@@ -79,82 +99,142 @@ class Block:
     links: dict[str, str] = field(default_factory=dict)
 
 
+class _LongLine(InputError):
+    def __init__(self, lineno: int) -> None:
+        super().__init__(f"a line longer than {MAX_LINE} characters")
+        self.lineno = lineno
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """The lines of ``text``, split on ``\n`` only (``str.splitlines`` also splits on U+2028,
+    U+0085 and other separators, which a recorded value may contain)."""
+    start, lineno, n = 0, 0, len(text)
+    while start < n:
+        lineno += 1
+        end = text.find("\n", start)
+        if end < 0:
+            end = n
+        if end - start > MAX_LINE:
+            raise _LongLine(lineno)
+        line = text[start:end]
+        yield lineno, line[:-1] if line.endswith("\r") else line
+        start = end + 1
+
+
+def _check_path(path: str) -> str:
+    if len(path) > MAX_PATH:
+        raise InputError(f"a device path longer than {MAX_PATH} characters")
+    if _CONTROL.search(path):
+        raise InputError(f"device path {path[:60]!r} contains a control character")
+    if path.startswith("/devices/") and any(
+            part in ("", ".", "..") for part in path[len("/devices/"):].rstrip("/").split("/")):
+        raise InputError(f"device path {path[:60]!r} has an empty, '.' or '..' component")
+    return path
+
+
 def parse_blocks(text: str, origin: str = "recording") -> Iterator[Block]:
+    """The device blocks of a recording; :class:`InputError` names the first malformed line."""
     block: Block | None = None
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        if not raw.strip():
-            if block is not None:
-                yield block
-                block = None
-            continue
-        kind, sep, rest = raw.partition(": ")
-        if not sep:
-            if raw.rstrip() in ("P:", "N:", "S:", "E:", "A:", "H:", "L:"):
-                kind, rest = raw.rstrip()[0], ""
-            else:
-                raise ValueError(f"{origin}:{lineno}: not a umockdev line: {raw[:60]!r}")
-        if kind == "P":
-            if block is not None:
-                yield block
-            block = Block(rest.strip())
-            continue
-        if block is None:
-            raise ValueError(f"{origin}:{lineno}: {kind}: line before any P: line")
-        if kind == "N":
-            name, eq, content = rest.partition("=")
-            block.node = name.strip()
-            if eq:
-                try:
-                    block.node_content = bytes.fromhex(content.strip())
-                except ValueError:
-                    block.node_content = None
-        elif kind == "S":
-            block.symlinks.append(rest.strip())
-        elif kind == "E":
-            key, _, value = rest.partition("=")
-            block.props[key] = value
-        elif kind == "A":
-            key, _, value = rest.partition("=")
-            block.attrs[key] = c_unescape(value)
-        elif kind == "H":
-            key, _, value = rest.partition("=")
-            try:
-                block.attrs[key] = bytes.fromhex(value.strip())
-            except ValueError:
-                log.info("%s:%d: bad hex in binary attribute %s", origin, lineno, key)
-        elif kind == "L":
-            key, _, value = rest.partition("=")
-            block.links[key] = value.strip()
-        else:
-            raise ValueError(f"{origin}:{lineno}: unknown line type {kind!r}")
+    blocks = lines_in_block = lineno = 0
+    try:
+        for lineno, raw in _lines(text):
+            if not raw.strip():
+                if block is not None:
+                    yield block
+                    block = None
+                continue
+            kind, sep, rest = raw.partition(": ")
+            if not sep:
+                if raw.rstrip() in ("P:", "N:", "S:", "E:", "A:", "H:", "L:"):
+                    kind, rest = raw.rstrip()[0], ""
+                else:
+                    raise InputError(f"not a umockdev line: {raw[:60]!r}")
+            if kind not in _KINDS:
+                raise InputError(f"unknown line type {kind[:20]!r}")
+            if kind == "P":
+                if block is not None:
+                    yield block
+                blocks += 1
+                if blocks > MAX_BLOCKS:
+                    raise InputError(f"more than {MAX_BLOCKS} devices")
+                block = Block(_check_path(rest.strip()))
+                lines_in_block = 0
+                continue
+            if block is None:
+                raise InputError(f"{kind}: line before any P: line")
+            lines_in_block += 1
+            if lines_in_block > MAX_BLOCK_LINES:
+                raise InputError(f"more than {MAX_BLOCK_LINES} lines for one device")
+            _add_line(block, kind, rest, origin, lineno)
+    except InputError as exc:
+        raise InputError(f"{origin}:{getattr(exc, 'lineno', lineno)}: {exc}") from None
     if block is not None:
         yield block
 
 
+def _add_line(block: Block, kind: str, rest: str, origin: str, lineno: int) -> None:
+    if kind == "N":
+        name, eq, content = rest.partition("=")
+        block.node = name.strip()
+        if eq:
+            try:
+                block.node_content = bytes.fromhex(content.strip())
+            except ValueError:
+                block.node_content = None
+    elif kind == "S":
+        block.symlinks.append(rest.strip())
+    elif kind == "E":
+        key, _, value = rest.partition("=")
+        block.props[key] = value
+    elif kind == "A":
+        key, _, value = rest.partition("=")
+        block.attrs[key] = c_unescape(value)
+    elif kind == "H":
+        key, _, value = rest.partition("=")
+        try:
+            block.attrs[key] = bytes.fromhex(value.strip())
+        except ValueError:
+            log.info("%s:%d: bad hex in binary attribute %s", origin, lineno, key[:60])
+    else:  # "L"
+        key, _, value = rest.partition("=")
+        block.links[key] = value.strip()
+
+
 def _derived_attrs(b: Block, subsystem: str | None) -> dict[str, bytes]:
-    """Attributes a udevdb-only dump lacks, derived from the properties (SOURCES.md table)."""
+    """Attributes a udevdb-only dump lacks, derived from the properties.
+
+    ``PCI_ID=VVVV:DDDD`` gives ``vendor``/``device``, ``PCI_CLASS`` gives ``class``,
+    ``PRODUCT=v/p/rev`` gives ``idVendor``/``idProduct``, ``TYPE``/``INTERFACE`` (decimal
+    ``class/subclass/protocol``) give ``bDeviceClass``/``bInterfaceClass``, ``BUSNUM``/``DEVNUM``
+    give ``busnum``/``devnum``. A property that is not the number it should be derives nothing.
+    """
     attrs = {k: v.rstrip(b"\n") for k, v in b.attrs.items()}
     p = b.props
     if subsystem == "pci":
         if "PCI_ID" in p and "vendor" not in attrs:
             ven, _, dev = p["PCI_ID"].partition(":")
-            attrs["vendor"] = f"0x{ven.lower():0>4}".encode()
-            attrs["device"] = f"0x{dev.lower():0>4}".encode()
-        if "PCI_CLASS" in p and "class" not in attrs:
-            attrs["class"] = f"0x{int(p['PCI_CLASS'], 16):06x}".encode()
+            v, d = hexnum(ven), hexnum(dev)
+            if v is not None and d is not None and v <= 0xFFFF and d <= 0xFFFF:
+                attrs["vendor"] = f"0x{v:04x}".encode()
+                attrs["device"] = f"0x{d:04x}".encode()
+        cls = hexnum(p.get("PCI_CLASS"))
+        if cls is not None and cls <= 0xFFFFFF and "class" not in attrs:
+            attrs["class"] = f"0x{cls:06x}".encode()
     elif subsystem == "usb":
         if "PRODUCT" in p and "idVendor" not in attrs:
             parts = p["PRODUCT"].split("/")
-            if len(parts) >= 2:
-                attrs["idVendor"] = f"{int(parts[0], 16):04x}".encode()
-                attrs["idProduct"] = f"{int(parts[1], 16):04x}".encode()
-        if "TYPE" in p and "bDeviceClass" not in attrs:
-            attrs["bDeviceClass"] = f"{int(p['TYPE'].split('/')[0]):02x}".encode()
-        if "INTERFACE" in p and "bInterfaceClass" not in attrs:
-            attrs["bInterfaceClass"] = f"{int(p['INTERFACE'].split('/')[0]):02x}".encode()
+            ids = [hexnum(x) for x in parts[:2]]
+            if len(parts) >= 2 and all(x is not None and x <= 0xFFFF for x in ids):
+                attrs["idVendor"] = f"{ids[0]:04x}".encode()
+                attrs["idProduct"] = f"{ids[1]:04x}".encode()
+        for key, attr in (("TYPE", "bDeviceClass"), ("INTERFACE", "bInterfaceClass")):
+            value = dec(p[key].split("/")[0]) if key in p else None
+            if value is not None and value <= 0xFF and attr not in attrs:
+                attrs[attr] = f"{value:02x}".encode()
         for key, attr in (("BUSNUM", "busnum"), ("DEVNUM", "devnum")):
-            if key in p and attr not in attrs:
-                attrs[attr] = str(int(p[key])).encode()
+            value = dec(p.get(key))
+            if value is not None and attr not in attrs:
+                attrs[attr] = str(value).encode()
     if "MODALIAS" in p and "modalias" not in attrs:
         attrs["modalias"] = p["MODALIAS"].encode()
     return attrs
@@ -172,17 +252,21 @@ def _to_device(b: Block) -> SysDevice:
     major, minor = props.get("MAJOR"), props.get("MINOR")
     if (major is None or minor is None) and "dev" in attrs:
         major, _, minor = attrs["dev"].decode(errors="replace").strip().partition(":")
-    if major is not None and minor is not None and major.strip().isdigit() \
-            and minor.strip().isdigit():
+    numbers = dev_numbers(major, minor)
+    if numbers is not None:
         name = b.node or props.get("DEVNAME")
         if not name:
             busnum, devnum = attrs.get("busnum"), attrs.get("devnum")
             name = default_devname(subsystem, b.path.rsplit("/", 1)[-1], props,
                                    busnum.decode(errors="replace") if busnum else None,
                                    devnum.decode(errors="replace") if devnum else None,
-                                   int(major))
+                                   numbers[0])
         if name:
-            node = DevNode(name, "b" if subsystem == "block" else "c", int(major), int(minor))
+            name = name.removeprefix("/dev/")
+            problem = devname_problem(name)
+            if problem is not None:
+                raise InputError(f"{b.path[:80]}: device name {name[:60]!r}: {problem}")
+            node = DevNode(name, "b" if subsystem == "block" else "c", *numbers)
     return SysDevice(b.path.rstrip("/"), subsystem, driver, props, attrs, node)
 
 
@@ -193,24 +277,61 @@ def parse_recording(text: str, origin: str = "recording") -> Snapshot:
     for block in parse_blocks(text, origin):
         if not block.path.startswith("/devices/"):
             continue
-        dev = _to_device(block)
+        try:
+            dev = _to_device(block)
+        except InputError as exc:
+            raise InputError(f"{origin}: {exc}") from None
         if dev.path in devices:
             log.info("%s: %s recorded twice; the first block is kept", origin, dev.path)
             continue
         devices[dev.path] = dev
         if dev.path == "/devices/virtual/tty/console" and "active" in block.attrs:
-            console = block.attrs["active"].decode(errors="replace").split()
+            console = [x.decode(errors="replace") for x in block.attrs["active"].split()]
         if dev.path == "/devices/virtual/tty/tty0" and "active" in block.attrs:
-            tty0_active = block.attrs["active"].decode(errors="replace").split()
+            tty0_active = [x.decode(errors="replace") for x in block.attrs["active"].split()]
     # tty0 is "the current virtual terminal": follow it to the real one (decisions.md).
     names = [n for name in console for n in ([name, *tty0_active] if name == "tty0" else [name])]
     # Virtual block devices built on others (dm, md) are not described by recordings.
     return Snapshot(devices, tuple(names))
 
 
+def read_bounded(path: Path | str, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; :class:`InputError` otherwise.
+
+    Opened with ``O_NONBLOCK`` so a FIFO in its place does not block the open, and refused
+    unless it is a regular file (``/dev/zero`` would never end).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{what} {path} is not a regular file")
+        if st.st_size > limit:
+            raise InputError(f"{what} {path} is larger than {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise InputError(f"{what} {path} is larger than {limit} bytes")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
 def load_recording(path: Path | str) -> Snapshot:
-    p = Path(path)
-    return parse_recording(p.read_text(encoding="utf-8", errors="surrogateescape"), str(p))
+    """A recording file as a snapshot; :class:`InputError` when it cannot be one."""
+    raw = read_bounded(path, MAX_RECORDING, "recording")
+    return parse_recording(raw.decode("utf-8", errors="surrogateescape"), str(path))
 
 
 def materialize(text: str, root: Path, origin: str = "recording") -> None:
@@ -238,7 +359,8 @@ def materialize(text: str, root: Path, origin: str = "recording") -> None:
         (d / "uevent").write_text("".join(f"{k}={v}\n" for k, v in props.items()
                                           if k != "SUBSYSTEM"))
         for key, value in dev.attrs.items():
-            if key in ("uevent", "subsystem", "driver") or key.startswith("/"):
+            if key in ("uevent", "subsystem", "driver") or key.startswith("/") \
+                    or ".." in key.split("/"):
                 continue
             target = d / key
             if target.is_dir() or any(p.is_symlink() for p in (target, target.parent)):

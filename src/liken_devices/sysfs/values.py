@@ -1,0 +1,57 @@
+"""Numbers and names read from sysfs or a recording, parsed as the kernel writes them.
+
+Both readers take text from files an operator hands over (a recording, a tree under a root), so
+every value is hostile until parsed. The kernel writes its numbers in ASCII; Python's ``int()``
+also takes ``²``-like Unicode digits, underscores and signs, so numbers are matched against
+ASCII digits first. A device number fits the kernel's ``dev_t`` (12-bit major, 20-bit minor,
+``include/linux/kdev_t.h``). A node's name under ``/dev`` is a relative path of plain
+components: never ``..``, ``.``, an empty component or a control character.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_MAJOR = (1 << 12) - 1
+MAX_MINOR = (1 << 20) - 1
+_DEC = re.compile(r"[0-9]{1,20}")
+_HEX = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,16})")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+MAX_DEVNAME = 255
+
+
+def dec(text: str | None) -> int | None:
+    """An unsigned decimal number in ASCII (surrounding blanks allowed), else None."""
+    if text is None:
+        return None
+    text = text.strip(" \t\n")
+    return int(text) if _DEC.fullmatch(text) else None
+
+
+def hexnum(text: str | None) -> int | None:
+    """An unsigned hexadecimal number in ASCII, with or without ``0x``, else None."""
+    if text is None:
+        return None
+    m = _HEX.fullmatch(text.strip(" \t\n"))
+    return int(m.group(1), 16) if m else None
+
+
+def dev_numbers(major: str | None, minor: str | None) -> tuple[int, int] | None:
+    """A node's (major, minor), when both are ASCII numbers within ``dev_t``."""
+    ma, mi = dec(major), dec(minor)
+    if ma is None or mi is None or ma > MAX_MAJOR or mi > MAX_MINOR:
+        return None
+    return ma, mi
+
+
+def devname_problem(name: str) -> str | None:
+    """Why ``name`` (relative to /dev) cannot be a device node's name, or None."""
+    if not name or len(name) > MAX_DEVNAME:
+        return "empty or too long"
+    if _CONTROL.search(name):
+        return "it contains a control or line-separator character"
+    if name.startswith("/"):
+        return "it is an absolute path"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return "it has an empty, '.' or '..' component"
+    return None
