@@ -101,9 +101,13 @@ def test_plug_unplug_kill_restart(api: FakeApiServer, tmp_path: Path) -> None:
         answer = kubelet.prepare([("default", uid, "dongle")])[uid]
         assert answer.error == ""
         assert spec_paths(uid) == ["/dev/hidraw2", "/dev/bus/usb/001/003"]
-        # The embedded plugin's calls are counted by the agent's metrics.
+        # The embedded plugin's claims are counted by the agent's metrics, and with the kubelet's
+        # registration and the slice written the agent is ready.
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
-        assert b'liken_devices_prepare_total{result="ok"} 1.0' in metrics
+        assert b'liken_devices_claims_prepared_total{result="ok"} 1.0' in metrics
+        assert b"liken_devices_registered 1.0" in metrics
+        ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5)
+        assert ready.status == 200
 
         # Unplug: the slice loses it, the claim's spec names nodes that do not exist.
         node.unplug_usb(2)

@@ -307,17 +307,25 @@ def test_overflow_printed_once_on_the_console(api: FakeApiServer, node: FixtureN
         run.stop()
 
 
-def test_metrics_endpoint(api: FakeApiServer, node: FixtureNode, tmp_path: Path) -> None:
+def test_metrics_and_probe_endpoint(api: FakeApiServer, node: FixtureNode,
+                                    tmp_path: Path) -> None:
     run = start(api, node, tmp_path, "--metrics-port", "0", "--metrics-addr", "127.0.0.1")
     try:
         run.wait_names(["pci-0000-00-02-0", "pci-0000-00-02-0-display"])
         port = run.built.metrics_server.port
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
         body = text.decode()
-        assert "liken_devices_published 2.0" in body
+        assert "liken_devices_published_devices 2.0" in body
         assert 'liken_devices_walks_total{reason="start"} 1.0' in body
         assert "liken_devices_last_publish_timestamp_seconds" in body
-        assert "liken_devices_prepare_duration_seconds_count" in body
+        assert 'liken_devices_build_info{python="' in body
+        assert "process_resident_memory_bytes" in body
+        assert "_created" not in body
+        health = urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
+        assert health.status == 200 and health.read().startswith(b"ok")
+        # No plugin in this run (--no-plugin): ready once the slice is written.
+        ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5)
+        assert ready.status == 200
     finally:
         run.stop()
 

@@ -111,7 +111,7 @@ def start_rig(root: Path | None = None, extra: tuple[str, ...] = ()) -> Rig:
 
 def _metrics_up(rig: Rig) -> bool:
     try:
-        rig.metric("liken_devices_published")
+        rig.metric("liken_devices_published_devices")
         return True
     except OSError:
         return False

@@ -37,9 +37,11 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
                      help="timeout of one API request (default 10)")
     out = p.add_argument_group("outputs")
     out.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
-                     help="serve Prometheus metrics on this port (0: any free port)")
-    out.add_argument("--metrics-addr", default="0.0.0.0", metavar="ADDR",
-                     help="address of the metrics endpoint (default 0.0.0.0)")
+                     help="serve /metrics, /healthz and /readyz on this port (0: any free "
+                          "port; default: no endpoint)")
+    out.add_argument("--metrics-addr", default=None, metavar="ADDR",
+                     help="the endpoint's address (default: $POD_IP, which the DaemonSet sets "
+                          "from the downward API, else 127.0.0.1)")
     out.add_argument("--console", type=Path, default=Path("/dev/console"), metavar="PATH",
                      help="where the device count is printed past the 128 cap "
                           "(default /dev/console)")
@@ -125,16 +127,20 @@ def assemble(args: argparse.Namespace) -> Assembled:
                   watches=watches)
     if not args.no_plugin:
         # Prepare walks afresh with the Machine's current spec (the agent's, not the file's).
-        agent.plugin = _plugin(args, node, sources, client, agent.fresh_walk)
+        agent.plugin = _plugin(args, node, sources, client, agent.fresh_walk, metrics)
         if agent.plugin is not None:
-            metrics.instrument_plugin(agent.plugin)
+            metrics.track_registration(lambda: bool(agent.plugin and agent.plugin.registered))
             quiet_grpc()
     if not args.no_machine_side:
         agent.machine_side = _machine_side(sources, lambda: agent.wake(Wake.MACHINE_SIDE))
     server = None
     if args.metrics_port is not None:
-        server = metrics.serve(args.metrics_port, args.metrics_addr)
-        log.info("metrics on %s:%d", args.metrics_addr, server.port)
+        from ..kube.endpoint import default_address
+
+        addr = args.metrics_addr or default_address()
+        server = metrics.serve(args.metrics_port, addr, health=agent.health,
+                               ready=agent.readiness)
+        log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)", addr, server.port)
     log.info("liken-devices run: node %s, %s", node,
              "publishing to the API server" if online else "offline")
     return Assembled(agent, client, server)
@@ -167,7 +173,7 @@ def _watches(client: Any, node: str, machine: bool) -> list[Any]:
 
 
 def _plugin(args: argparse.Namespace, node: str, sources: Any, client: Any,
-            walk: Any) -> Any:
+            walk: Any, metrics: Any) -> Any:
     try:
         from ..plugin import Plugin, PluginConfig
     except ImportError:
@@ -176,7 +182,7 @@ def _plugin(args: argparse.Namespace, node: str, sources: Any, client: Any,
     config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
                           sysfs=sources.sysfs)
-    return Plugin(config, walk=walk, kube_client=client)
+    return Plugin(config, walk=walk, kube_client=client, metrics=metrics)
 
 
 def quiet_grpc(period: float = 3600.0) -> None:

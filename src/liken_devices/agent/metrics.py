@@ -1,63 +1,88 @@
-"""The agent's Prometheus metrics (issue 4, "Observability").
+"""The agent's Prometheus metrics (docs/agent.md, "Metrics and health").
 
-Devices published, walks and their duration, uevents seen and ignored, API errors, the plugin's
-prepare/unprepare counts and durations, and the time of the last publish. One registry per
-agent (not the process-wide default) so tests and embedders do not collide; the HTTP endpoint is
-prometheus_client's own server thread, which blocks in accept and costs nothing while idle.
+What the node's device layer does, named with its unit and with what it counts: devices
+published, slice writes, walks and their duration, uevents seen and ignored, failed API
+requests, claims prepared and unprepared (claims, not calls: one kubelet request carries
+several) and how long the kubelet's requests took, whether the kubelet registered the plugin,
+the build, and the process's own CPU, memory and descriptors. One registry per agent (not the
+process-wide default) so tests and embedders do not collide; no ``_created`` series (a restart
+is visible in ``process_start_time_seconds``). The HTTP side is :mod:`..kube.endpoint`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import threading
+import platform
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from .. import __version__
+from ..kube.endpoint import Check, Endpoint
 
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
+# ``_created`` samples double every counter's series and say only when the process started.
+disable_created_metrics()
+
 
 class AgentMetrics:
-    """The metrics, plus the hooks the kube side (``ApiMetrics``) and the plugin call."""
+    """The metrics, and the hooks the kube side (``ApiMetrics``) and the plugin
+    (``plugin.core.PluginMetrics``) call."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 prefix: str = "liken_devices") -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.devices = Gauge("liken_devices_published", "Devices in the node's ResourceSlice",
+        r, p = self.registry, prefix
+        ProcessCollector(registry=r)
+        self.build = Gauge(f"{p}_build_info", "The running build (always 1)",
+                           ["version", "python"], registry=r)
+        self.build.labels(version=__version__, python=platform.python_version()).set(1)
+        self.devices = Gauge(f"{p}_published_devices", "Devices in the node's ResourceSlice",
                              registry=r)
-        self.overflow = Gauge("liken_devices_overflow",
-                              "Devices dropped past the slice's 128-device cap", registry=r)
-        self.generation = Gauge("liken_devices_pool_generation",
+        self.overflow = Gauge(f"{p}_overflow_devices",
+                              "Devices left out past the slice's device cap", registry=r)
+        self.generation = Gauge(f"{p}_pool_generation",
                                 "The pool generation of the last written slice", registry=r)
-        self.last_publish = Gauge("liken_devices_last_publish_timestamp_seconds",
+        self.last_publish = Gauge(f"{p}_last_publish_timestamp_seconds",
                                   "When the slice was last written (Unix time)", registry=r)
-        self.publishes = Counter("liken_devices_publishes", "Slice writes", registry=r)
-        self.walks = Counter("liken_devices_walks", "Walks of sysfs", ["reason"], registry=r)
-        self.walk_seconds = Histogram("liken_devices_walk_duration_seconds",
+        self.publishes = Counter(f"{p}_slice_writes", "Writes of the node's ResourceSlice",
+                                 registry=r)
+        self.walks = Counter(f"{p}_walks", "Walks of sysfs, by what caused them", ["reason"],
+                             registry=r)
+        self.walk_seconds = Histogram(f"{p}_walk_duration_seconds",
                                       "Time to walk sysfs and decide the inventory",
                                       buckets=_DURATION_BUCKETS, registry=r)
-        self.walk_errors = Counter("liken_devices_walk_errors", "Walks that failed", registry=r)
-        self.uevents = Counter("liken_devices_uevents", "Kernel uevents received", registry=r)
+        self.walk_errors = Counter(f"{p}_walk_errors", "Walks that failed", registry=r)
+        self.uevents = Counter(f"{p}_uevents", "Kernel uevents received", registry=r)
         self.uevents_ignored = Counter(
-            "liken_devices_uevents_ignored",
-            "Uevents that wake no walk (change, online, offline; virtual network devices)",
-            registry=r)
-        self.api_errors = Counter("liken_devices_api_errors", "Failed API requests",
-                                  ["op", "code"], registry=r)
-        self.prepares = Counter("liken_devices_prepare", "NodePrepareResources calls",
-                                ["result"], registry=r)
-        self.prepare_seconds = Histogram("liken_devices_prepare_duration_seconds",
-                                         "Duration of NodePrepareResources",
-                                         buckets=_DURATION_BUCKETS, registry=r)
-        self.unprepares = Counter("liken_devices_unprepare", "NodeUnprepareResources calls",
-                                  ["result"], registry=r)
-        self.unprepare_seconds = Histogram("liken_devices_unprepare_duration_seconds",
-                                           "Duration of NodeUnprepareResources",
-                                           buckets=_DURATION_BUCKETS, registry=r)
+            f"{p}_uevents_ignored", "Uevents that wake no walk", registry=r)
+        self.api_errors = Counter(f"{p}_api_errors", "Failed API requests, by object and "
+                                  "HTTP status (connection: no answer)", ["op", "code"],
+                                  registry=r)
+        self.claims_prepared = Counter(f"{p}_claims_prepared",
+                                       "Claims the kubelet asked to prepare, by outcome",
+                                       ["result"], registry=r)
+        self.claims_unprepared = Counter(f"{p}_claims_unprepared",
+                                         "Claims the kubelet asked to unprepare, by outcome",
+                                         ["result"], registry=r)
+        self.prepare_seconds = Histogram(f"{p}_prepare_request_duration_seconds",
+                                         "Duration of the kubelet's NodePrepareResources "
+                                         "requests", buckets=_DURATION_BUCKETS, registry=r)
+        self.unprepare_seconds = Histogram(f"{p}_unprepare_request_duration_seconds",
+                                           "Duration of the kubelet's NodeUnprepareResources "
+                                           "requests", buckets=_DURATION_BUCKETS, registry=r)
+        self.registered = Gauge(f"{p}_registered",
+                                "1 when the kubelet registered the plugin, else 0", registry=r)
 
     # ---- kube.retry.ApiMetrics ---------------------------------------------------------------
 
@@ -70,100 +95,36 @@ class AgentMetrics:
         self.generation.set(generation)
         self.last_publish.set(time.time())
 
-    # ---- the plugin's calls ------------------------------------------------------------------
+    # ---- plugin.core.PluginMetrics -----------------------------------------------------------
 
-    @contextmanager
-    def timed_prepare(self) -> Iterator[None]:
-        with self._timed(self.prepare_seconds, self.prepares):
-            yield
+    def prepared(self, errors: Mapping[str, str], seconds: float) -> None:
+        """One NodePrepareResources request: claim UID -> error ("" = prepared)."""
+        self._claims(self.claims_prepared, errors)
+        self.prepare_seconds.observe(seconds)
 
-    @contextmanager
-    def timed_unprepare(self) -> Iterator[None]:
-        with self._timed(self.unprepare_seconds, self.unprepares):
-            yield
+    def unprepared(self, errors: Mapping[str, str], seconds: float) -> None:
+        self._claims(self.claims_unprepared, errors)
+        self.unprepare_seconds.observe(seconds)
 
-    @contextmanager
-    def _timed(self, hist: Histogram, count: Counter) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        except BaseException:
-            count.labels(result="error").inc()
-            raise
-        else:
-            count.labels(result="ok").inc()
-        finally:
-            hist.observe(time.perf_counter() - started)
+    @staticmethod
+    def _claims(counter: Counter, errors: Mapping[str, str]) -> None:
+        failed = sum(1 for e in errors.values() if e)
+        if failed:
+            counter.labels(result="error").inc(failed)
+        if len(errors) - failed:
+            counter.labels(result="ok").inc(len(errors) - failed)
 
-    def instrument_plugin(self, plugin: Any) -> None:
-        """Time the plugin's prepare/unprepare (what its gRPC servicers call), counting a call
-        whose answer carries any per-claim error as "error"."""
-        for attr, hist, count in (("prepare", self.prepare_seconds, self.prepares),
-                                  ("unprepare", self.unprepare_seconds, self.unprepares)):
-            inner: Callable[..., Any] = getattr(plugin, attr)
-            setattr(plugin, attr, _wrap(inner, hist, count))
+    def track_registration(self, registered: Callable[[], bool]) -> None:
+        """``registered`` is read at every scrape."""
+        self.registered.set_function(lambda: 1.0 if registered() else 0.0)
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> MetricsServer:
-        """Serve /metrics on ``port`` (0: any free port)."""
-        return MetricsServer(self.registry, port, addr)
+    # ---- the endpoint ------------------------------------------------------------------------
 
+    def exposition(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
-class MetricsServer:
-    """/metrics over HTTP in a thread that blocks in select with no timeout.
-
-    prometheus_client's ``start_http_server`` wakes twice a second to look for a shutdown
-    request; an idle node should cost nothing (issue 4), so this one sleeps until a scrape and
-    is woken for shutdown by a connection of its own.
-    """
-
-    def __init__(self, registry: CollectorRegistry, port: int, addr: str) -> None:
-        from wsgiref.simple_server import WSGIRequestHandler, make_server
-
-        from prometheus_client import make_wsgi_app
-        from prometheus_client.exposition import ThreadingWSGIServer
-
-        class _Quiet(WSGIRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        class _Server(ThreadingWSGIServer):  # type: ignore[misc]
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                if not isinstance(sys.exc_info()[1], OSError):  # a scraper that went away
-                    super().handle_error(request, client_address)
-
-        self._httpd = make_server(addr, port, make_wsgi_app(registry), _Server,
-                                  handler_class=_Quiet)
-        self.port: int = self._httpd.server_port
-        self._addr = "127.0.0.1" if addr in ("0.0.0.0", "") else addr
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        kwargs={"poll_interval": None}, name="metrics",
-                                        daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        import socket
-
-        stopper = threading.Thread(target=self._httpd.shutdown, daemon=True)
-        stopper.start()
-        with contextlib.suppress(OSError), socket.create_connection((self._addr, self.port), 1):
-            pass
-        stopper.join(2)
-        self._httpd.server_close()
-
-
-def _wrap(inner: Callable[..., Any], hist: Histogram, count: Counter) -> Callable[..., Any]:
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            result = inner(*args, **kwargs)
-        except BaseException:
-            count.labels(result="error").inc()
-            raise
-        finally:
-            hist.observe(time.perf_counter() - started)
-        failed = isinstance(result, dict) and any(
-            (v if isinstance(v, str) else getattr(v, "error", "")) for v in result.values())
-        count.labels(result="error" if failed else "ok").inc()
-        return result
-
-    return timed
+    def serve(self, port: int, addr: str = "127.0.0.1", health: Check | None = None,
+              ready: Check | None = None) -> Endpoint:
+        """Serve /metrics, /healthz and /readyz on ``addr:port`` (0: any free port);
+        ``kube.endpoint.EndpointError`` when it cannot listen."""
+        return Endpoint(addr, port, self.exposition, health=health, ready=ready)

@@ -141,6 +141,9 @@ class Agent:
         self._walked_spec: MachineSpec | None = None
         self.walks = 0
         self.ready = threading.Event()  # set after the first walk's publish
+        self._pass_started: float | None = None  # a pass is running since (monotonic)
+        self._slice_written = False
+        self.turns = 0
 
     # ---- waking the loop (any thread, signal handlers) ---------------------------------------
 
@@ -172,6 +175,35 @@ class Agent:
             self.wake(Wake.REPORT)
         elif kind == "RESYNC":
             self.wake(Wake.CHECK)
+
+    # ---- what the probes ask (the endpoint's thread) -----------------------------------------
+
+    STUCK_AFTER = 120.0  # seconds one pass may take before the agent counts as wedged
+
+    def health(self) -> tuple[bool, str]:
+        """/healthz: the loop turned recently, i.e. it sleeps waiting for work (an idle node
+        never wakes it) or its current pass began less than ``STUCK_AFTER`` seconds ago."""
+        if not self.ready.is_set():
+            return False, "starting: the first walk has not finished"
+        if self._stopping:
+            return False, "stopping"
+        started = self._pass_started
+        if started is not None and time.monotonic() - started > self.STUCK_AFTER:
+            return False, f"a pass of the loop has been running for over {self.STUCK_AFTER:g} s"
+        return True, f"ok: {self.walks} walks, {self.turns} turns of the loop"
+
+    def readiness(self) -> tuple[bool, str]:
+        """/readyz: the first walk done, registered with the kubelet, the slice written."""
+        if not self.ready.is_set():
+            return False, "the first walk has not finished"
+        plugin = self.plugin
+        if plugin is not None and not getattr(plugin, "registered", False):
+            return False, "the kubelet has not registered the plugin"
+        if self.publisher is not None and not self._slice_written:
+            if not (self.publisher.writes or self.publisher.converged):
+                return False, "the ResourceSlice is not written yet"
+            self._slice_written = True
+        return True, "ok"
 
     # ---- the machine spec --------------------------------------------------------------------
 
@@ -223,7 +255,10 @@ class Agent:
         while not self._stopping:
             try:
                 self._turn(uevents)
+                self._pass_started = None
+                self.turns += 1
             except Exception:
+                self._pass_started = None
                 # A bug in one pass must not end the node's agent: log it, and walk again soon.
                 log.exception("agent loop pass failed")
                 with contextlib.suppress(OSError, ValueError):  # never a busy loop
@@ -240,7 +275,7 @@ class Agent:
             ready, _, _ = select.select(fds, [], [], timeout)
         except InterruptedError:
             return
-        now = time.monotonic()
+        now = self._pass_started = time.monotonic()
         if uevents.fileno() in ready:
             for event in uevents.drain():
                 self.metrics.uevents.inc()

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..sysfs.model import DevNode
 from . import cdi, usb
@@ -123,11 +123,29 @@ class _Health:
 Walk = Callable[[], "Inventory"]
 
 
+class PluginMetrics(Protocol):
+    """What the plugin reports per kubelet request: claim UID -> error ("" = done), seconds."""
+
+    def prepared(self, errors: dict[str, str], seconds: float) -> None: ...
+
+    def unprepared(self, errors: dict[str, str], seconds: float) -> None: ...
+
+
+class _NoMetrics:
+    def prepared(self, errors: dict[str, str], seconds: float) -> None:
+        pass
+
+    def unprepared(self, errors: dict[str, str], seconds: float) -> None:
+        pass
+
+
 class Plugin:
     """The liken.sh kubelet plugin. See the package docstring for how the agent embeds it."""
 
-    def __init__(self, config: PluginConfig, walk: Walk, kube_client: KubeClient | None) -> None:
+    def __init__(self, config: PluginConfig, walk: Walk, kube_client: KubeClient | None,
+                 metrics: PluginMetrics | None = None) -> None:
         self.config = config
+        self._metrics: PluginMetrics = metrics or _NoMetrics()
         self._walk = walk
         self._kube = kube_client
         self._lock = threading.Lock()
@@ -179,9 +197,41 @@ class Plugin:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
-    # -- prepare ---------------------------------------------------------------------------------
+    @property
+    def registered(self) -> bool:
+        """Whether the kubelet's last word on registration was "registered"."""
+        return self.registration is not None and self.registration[0]
+
+    # -- the kubelet's two requests, counted per claim -------------------------------------------
 
     def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareOutcome]:
+        """NodePrepareResources: one outcome per claim UID; errors in band (see ``_prepare``)."""
+        started = time.perf_counter()
+        try:
+            out = self._prepare(claims)
+        except BaseException:
+            self._metrics.prepared({c.uid: "failed" for c in claims},
+                                   time.perf_counter() - started)
+            raise
+        self._metrics.prepared({u: o.error for u, o in out.items()},
+                               time.perf_counter() - started)
+        return out
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        """NodeUnprepareResources: claim UID -> error ("" = done). Unknown claims succeed."""
+        started = time.perf_counter()
+        try:
+            out = self._unprepare(claims)
+        except BaseException:
+            self._metrics.unprepared({c.uid: "failed" for c in claims},
+                                     time.perf_counter() - started)
+            raise
+        self._metrics.unprepared(out, time.perf_counter() - started)
+        return out
+
+    # -- prepare ---------------------------------------------------------------------------------
+
+    def _prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareOutcome]:
         """NodePrepareResources: one outcome per claim UID; errors in band.
 
         The claims are read from the API concurrently and before the lock;
@@ -340,8 +390,7 @@ class Plugin:
 
     # -- unprepare -------------------------------------------------------------------------------
 
-    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        """NodeUnprepareResources: claim UID -> error ("" = done). Unknown claims succeed."""
+    def _unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
         self.load()
         out: dict[str, str] = {}
         with self._lock:
