@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..inventory.context import InputError
+from ..errors import InputError
 
 log = logging.getLogger(__name__)
 
