@@ -101,8 +101,10 @@ def add_inputs(parser: argparse.ArgumentParser, *, machine: bool = True) -> None
     g.add_argument("--modules-dir", type=Path, default=None, metavar="DIR",
                    help="holds modules.alias, modules.builtin, modules.dep "
                         "(default: /lib/modules/$(uname -r))")
-    g.add_argument("--hwdata-dir", type=Path, default=None, metavar="DIR",
-                   help="holds pci.ids and usb.ids (default: /usr/share/hwdata)")
+    g.add_argument("--hwdata-dir", type=Path, action="append", default=None, metavar="DIR",
+                   help="holds pci.ids and usb.ids (default: /usr/share/hwdata); repeat it to "
+                        "give fallbacks: each file is read from the first DIR with a readable "
+                        "copy")
     g.add_argument("--node", default=None, metavar="NAME",
                    help=f"the node's name (default: ${NODE_NAME_ENV}, else this host's name)")
 
@@ -123,7 +125,7 @@ def sources_from_args(args: argparse.Namespace) -> Sources:
         facts=args.facts,
         machine_file=getattr(args, "machine", None),
         modules_dir=args.modules_dir or default_modules_dir(),
-        hwdata_dir=args.hwdata_dir or default_hwdata_dir(),
+        hwdata_dir=tuple(args.hwdata_dir) if args.hwdata_dir else default_hwdata_dir(),
         recording=args.recording,
     )
 

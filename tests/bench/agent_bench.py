@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     extra: tuple[str, ...] = ("--no-plugin",) if a.no_plugin else ()
     if a.hwdata_dir:
-        extra += ("--hwdata-dir", a.hwdata_dir)  # the later option wins
+        extra += ("--hwdata-dir", a.hwdata_dir)  # read where the first has none
     rig = start_rig(extra=extra)
     try:
         latencies = [one_event(rig) for _ in range(a.events)]

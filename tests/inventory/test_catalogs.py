@@ -81,3 +81,27 @@ def test_module_tree_questions_treat_dash_and_underscore_alike(tmp_path: Path) -
     assert cat.is_builtin("uhid") and not cat.is_builtin("uhi")
     assert cat.candidates("serio:ty02pr40id00ex00") == ("pulse8_cec",)
     assert cat.literal_aliases("char_major_10_239") == ("uhid",)
+
+
+def test_id_files_fall_back_to_the_next_directory(tmp_path: Path) -> None:
+    """A host's hwdata mounted into a container: Debian's ID files are relative symlinks into
+    ../misc that lead nowhere when only hwdata/ is mounted, or the host has none at all. Each
+    file then comes from the next directory (the image's copy); a readable host copy wins."""
+    host, image = tmp_path / "host" / "hwdata", tmp_path / "image"
+    host.mkdir(parents=True)
+    image.mkdir()
+    (host / "pci.ids").symlink_to("../misc/pci.ids")  # dangling, as a file mount leaves it
+    (image / "pci.ids").write_text("8086  Intel Corporation\n\t1521  I350 Gigabit\n")
+    (image / "usb.ids").write_text("1d6b  Linux Foundation\n\t0002  2.0 root hub\n")
+    (host / "usb.ids").write_text("1d6b  Host Foundation\n\t0002  host hub\n")
+    cat = Catalogs.load(tmp_path / "mods", (host, image))
+    assert cat.pci.name("8086", "1521") == "Intel Corporation I350 Gigabit"
+    assert cat.usb.name("1d6b", "0002") == "Host Foundation host hub"
+    # Once the symlink leads to a file, the host's copy is read.
+    (tmp_path / "host" / "misc").mkdir()
+    (tmp_path / "host" / "misc" / "pci.ids").write_text("8086  Host Intel\n\t1521  NIC\n")
+    assert Catalogs.load(tmp_path / "mods", (host, image)).pci.name("8086", "1521") == \
+        "Host Intel NIC"
+    # Readable nowhere: no names, as with one directory.
+    assert Catalogs.load(tmp_path / "mods", (tmp_path / "a", tmp_path / "b")).pci.name(
+        "8086", "1521") is None

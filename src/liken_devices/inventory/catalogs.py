@@ -3,7 +3,10 @@
 decisions.md, "The facts, the Machine and the catalogs": ``modules.alias``, ``modules.builtin``
 and ``modules.dep`` from ``/lib/modules/$(uname -r)``; ``pci.ids`` and ``usb.ids`` from hwdata.
 A missing file is an empty catalog (the machine then names no candidates, and hardware keeps its
-``vvvv:pppp`` name).
+``vvvv:pppp`` name). An ID file may come from one of several directories, the first that holds a
+readable copy: in a container the host's hwdata comes first and the image's copy is the fallback,
+since the host's file can be absent, or a relative symlink that leads nowhere once mounted
+(docs/guide.md, "Install").
 
 Every catalog is read on demand and nothing of a file is kept between questions. A distribution
 kernel's tree lists some 6,000 modules and 30,000 aliases, and the ID files some 40,000 devices;
@@ -33,7 +36,7 @@ import logging
 import mmap
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -295,6 +298,17 @@ class ModuleCatalog:
         return self._alias.ask(("literal", wanted), question, ())
 
 
+def _first_readable(dirs: Sequence[Path], name: str) -> Path | None:
+    """``name`` in the first directory where it opens (a dangling symlink does not)."""
+    for directory in dirs:
+        try:
+            with (directory / name).open("rb"):
+                return directory / name
+        except OSError:
+            continue
+    return dirs[0] / name if dirs else None
+
+
 class Catalogs:
     """The catalogs one walk names hardware and candidates from."""
 
@@ -305,10 +319,11 @@ class Catalogs:
         self.usb = usb or IdNames()
 
     @staticmethod
-    def load(modules_dir: Path, hwdata_dir: Path) -> Catalogs:
-        """Catalogs of a module tree and a hwdata directory; nothing is read until asked."""
-        return Catalogs(ModuleCatalog(modules_dir), IdNames(hwdata_dir / "pci.ids"),
-                        IdNames(hwdata_dir / "usb.ids"))
+    def load(modules_dir: Path, hwdata_dir: Path | Sequence[Path]) -> Catalogs:
+        """Catalogs of a module tree and hwdata directories; nothing is read until asked."""
+        dirs = (hwdata_dir,) if isinstance(hwdata_dir, Path) else tuple(hwdata_dir)
+        return Catalogs(ModuleCatalog(modules_dir), IdNames(_first_readable(dirs, "pci.ids")),
+                        IdNames(_first_readable(dirs, "usb.ids")))
 
     def candidates(self, modalias: str | None) -> tuple[str, ...]:
         """Modules that could drive this modalias, builtins left out (they would have bound)."""

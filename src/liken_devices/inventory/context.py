@@ -146,7 +146,8 @@ class Sources:
     facts: Path = Path("/run/liken/facts")
     machine_file: Path | None = None
     modules_dir: Path = field(default_factory=default_modules_dir)
-    hwdata_dir: Path = field(default_factory=default_hwdata_dir)
+    # One directory, or several: each ID file is read from the first that has a readable copy.
+    hwdata_dir: Path | tuple[Path, ...] = field(default_factory=default_hwdata_dir)
     recording: Path | None = None
     _catalogs: Catalogs | None = field(default=None, repr=False)
 

@@ -41,8 +41,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recording", type=Path, help="a umockdev recording to read instead of sysfs")
     p.add_argument("--facts", type=Path, default=Path("/run/liken/facts"), help=argparse.SUPPRESS)
     p.add_argument("--modules-dir", type=Path, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--hwdata-dir", type=Path, default=None,
-                   help="where pci.ids is (for the name attribute)")
+    p.add_argument("--hwdata-dir", type=Path, action="append", default=None,
+                   help="where pci.ids is (for the name attribute); repeat it to give "
+                        "fallbacks: the first DIR with a readable copy is used")
     p.add_argument("--dev", type=Path, default=Path("/dev"),
                    help="where the render nodes are opened (default /dev)")
     p.add_argument("--node", default=None, help="the node's name (default: NODE_NAME or host)")
