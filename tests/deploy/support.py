@@ -1,0 +1,110 @@
+"""What the deploy tests share: the manifests as the cluster receives them, the Kubernetes minors
+they are validated against, and a ValidatingAdmissionPolicy evaluated with a real CEL
+implementation (cel-python) the way the API server applies one."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import celpy
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+# The minors whose API has resource.k8s.io/v1 (DRA's GA), up to the newest schema we hold.
+MINORS = ("1.34.0", "1.35.0", "1.36.0", "1.37.0")
+
+
+def kubectl() -> str | None:
+    return shutil.which("kubectl")
+
+
+def rendered(directory: Path = DEPLOY) -> list[dict[str, Any]]:
+    """``kubectl kustomize`` of a directory: what ``kubectl apply -k`` sends."""
+    exe = kubectl()
+    assert exe is not None
+    out = subprocess.run([exe, "kustomize", str(directory)], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def files(directory: Path) -> list[dict[str, Any]]:
+    """The objects of every YAML file under ``directory`` except kustomizations."""
+    docs: list[dict[str, Any]] = []
+    for path in sorted(directory.rglob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+# ---- a ValidatingAdmissionPolicy with cel-python -------------------------------------------
+
+
+@dataclass
+class Verdict:
+    allowed: bool
+    message: str = ""
+
+
+def _cel(env: celpy.Environment, text: str, activation: Mapping[str, Any]) -> Any:
+    return env.program(env.compile(text)).evaluate(dict(activation))
+
+
+def _matches(rules: list[dict[str, Any]], request: dict[str, Any]) -> bool:
+    res = request["resource"]
+    full = res["resource"] + (f"/{request['subResource']}" if request.get("subResource") else "")
+    return any(res["group"] in r["apiGroups"] and request["operation"] in r["operations"]
+               and full in r["resources"] for r in rules)
+
+
+def admit(policy: dict[str, Any], request: dict[str, Any], obj: dict[str, Any] | None,
+          old: dict[str, Any] | None) -> Verdict:
+    """The policy's answer to one request: matchConstraints, then matchConditions, variables
+    in order (each sees the ones before it), then every validation."""
+    spec = policy["spec"]
+    if not _matches(spec["matchConstraints"]["resourceRules"], request):
+        return Verdict(True, "not matched")
+    env = celpy.Environment()
+    base = {"request": celpy.json_to_cel(request),
+            "object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old)}
+    for cond in spec.get("matchConditions", []):
+        if not bool(_cel(env, cond["expression"], base)):
+            return Verdict(True, "condition " + cond["name"] + " false")
+    variables: dict[str, Any] = {}
+    for var in spec.get("variables", []):
+        act = {**base, "variables": celpy.json_to_cel(variables)}
+        variables[var["name"]] = _to_json(_cel(env, var["expression"], act))
+    act = {**base, "variables": celpy.json_to_cel(variables)}
+    for rule in spec["validations"]:
+        if not bool(_cel(env, rule["expression"], act)):
+            text = rule.get("message", "")
+            if "messageExpression" in rule:
+                text = str(_cel(env, rule["messageExpression"], act))
+            return Verdict(False, " ".join(text.split()))
+    return Verdict(True)
+
+
+def _to_json(value: Any) -> Any:
+    """A CEL value back to plain data, so a later expression gets it as JSON."""
+    if isinstance(value, celpy.celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, celpy.celtypes.StringType):
+        return str(value)
+    if isinstance(value, (celpy.celtypes.IntType, celpy.celtypes.UintType)):
+        return int(value)
+    if isinstance(value, dict):  # MapType
+        return {str(k): _to_json(v) for k, v in value.items()}
+    if isinstance(value, list):  # ListType, or a list that + made
+        return [_to_json(v) for v in value]
+    if value is None:
+        return None
+    raise TypeError(f"unexpected CEL value {value!r}")
