@@ -1,6 +1,7 @@
-"""The manifests in deploy/liken-devices/ are valid objects, and the ClusterRole grants every
-request the agent makes, and nothing it does not (issue 4, "Deploy": RBAC scoped to what it
-touches)."""
+"""The manifests in deploy/liken-devices/ are valid objects in every supported Kubernetes minor,
+the DaemonSet's arguments are ones the agent takes and point at what it mounts, and the
+ClusterRole grants every request the agent makes, and nothing it does not (docs/agent.md,
+"Deployment")."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from liken_devices.agent.cli import assemble
 from liken_devices.cli import build_parser
 from tests.support.fakeapi import FakeApiServer
 
+from tests.deploy.support import MINORS
+
 from .node import FixtureNode, is_root, synthetic_uevent
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "liken-devices"
@@ -23,7 +26,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "liken-devices"
 
 def documents() -> list[dict[str, Any]]:
     docs = []
-    for path in sorted(DEPLOY.glob("*.yaml")):
+    for path in sorted(DEPLOY.rglob("*.yaml")):
         if path.name == "kustomization.yaml":
             continue
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
@@ -33,10 +36,13 @@ def documents() -> list[dict[str, Any]]:
 def test_manifests_are_valid_objects() -> None:
     kinds = []
     for doc in documents():
-        kubernetes_validate.validate(doc, "1.34", strict=True)
+        for minor in MINORS:
+            kubernetes_validate.validate(doc, minor, strict=True)
         kinds.append(doc["kind"])
     assert sorted(kinds) == sorted(["Namespace", "CustomResourceDefinition", "ServiceAccount",
-                                    "ClusterRole", "ClusterRoleBinding", "DaemonSet"])
+                                    "ClusterRole", "ClusterRoleBinding", "DaemonSet",
+                                    "ValidatingAdmissionPolicy",
+                                    "ValidatingAdmissionPolicyBinding"])
     listed = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
     assert sorted(listed) == sorted(p.name for p in DEPLOY.glob("*.yaml")
                                     if p.name != "kustomization.yaml")
@@ -50,17 +56,29 @@ def test_daemonset_mounts_what_the_agent_reads() -> None:
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert mounts["/sys"]["readOnly"] is True
     for path in ("/dev", "/var/lib/kubelet/plugins/liken.sh", "/var/lib/kubelet/plugins_registry",
-                 "/var/run/cdi", "/lib/modules", "/run/liken"):
+                 "/var/run/cdi", "/host/usr", "/run/liken", "/sys/bus"):
         assert path in mounts, path
+    assert mounts["/host/usr"]["readOnly"] is True and not mounts["/sys/bus"].get("readOnly")
     volumes = {v["name"]: v for v in pod["volumes"]}
     # Facts: a host without them must show no facts directory (an empty one means "no roles").
     assert volumes[mounts["/run/liken"]["name"]]["hostPath"]["path"] == "/run/liken"
     assert container["args"][0] == "run"
     assert pod["serviceAccountName"] == "liken-devices"
-    # The arguments are ones `liken-devices run` takes, with the kubelet's paths as defaults.
+    # The arguments are ones `liken-devices run` takes, the kubelet's paths under kubeletDir
+    # (the ConfigMap the kustomization generates) as the kubelet's defaults.
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    [generated] = kustomization["configMapGenerator"]
+    kubelet_dir = dict(lit.split("=", 1) for lit in generated["literals"])["kubeletDir"]
+    assert kubelet_dir == "/var/lib/kubelet"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["KUBELET_DIR"]["valueFrom"]["configMapKeyRef"] == {
+        "name": generated["name"], "key": "kubeletDir"}
     args = build_parser().parse_args([a.replace("$(NODE_NAME)", "node-1")
+                                      .replace("$(KUBELET_DIR)", kubelet_dir)
                                       for a in container["args"]])
     assert args.node == "node-1" and args.metrics_port == 9464
+    # Names from the host's ID files when readable, else from the image's.
+    assert args.hwdata_dir == [Path("/host/usr/share/hwdata"), Path("/usr/share/hwdata")]
     assert str(args.plugin_dir) in mounts and str(args.registry_dir) in mounts
     assert str(args.cdi_dir) in mounts and str(args.state_dir).startswith("/var/lib/liken-devices")
     assert str(args.facts).startswith("/run/liken/")
