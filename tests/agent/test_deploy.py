@@ -15,9 +15,8 @@ import yaml
 
 from liken_devices.agent.cli import assemble
 from liken_devices.cli import build_parser
-from tests.support.fakeapi import FakeApiServer
-
 from tests.deploy.support import MINORS
+from tests.support.fakeapi import FakeApiServer
 
 from .node import FixtureNode, is_root, synthetic_uevent
 
