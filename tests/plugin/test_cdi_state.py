@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from liken_devices.files import write_atomic
 from liken_devices.plugin import cdi
 from liken_devices.plugin.cdi import Delivery, SpecError
 from liken_devices.plugin.state import PreparedClaim, PreparedDevice, StateStore
@@ -59,7 +60,7 @@ def test_atomic_write_never_shows_a_partial_file(tmp_path: Path) -> None:
     big = [Delivery(f"usb-1-{i}", tuple(DevNode(f"input/event{j}", "c", 13, 64 + j)
                                         for j in range(32)), True) for i in range(1, 40)]
     specs = [cdi.render(cdi.build_spec(UID, big[:k], tmp_path)) for k in (1, 39)]
-    assert cdi.write_atomic(path, specs[0])
+    assert write_atomic(path, specs[0], mode=0o644)
     stop = threading.Event()
     seen: list[str] = []
 
@@ -75,11 +76,11 @@ def test_atomic_write_never_shows_a_partial_file(tmp_path: Path) -> None:
     t = threading.Thread(target=reader)
     t.start()
     for i in range(100):
-        cdi.write_atomic(path, specs[i % 2])
+        write_atomic(path, specs[i % 2], mode=0o644)
     stop.set()
     t.join()
     assert seen
-    assert not cdi.write_atomic(path, specs[1])  # same bytes: not rewritten
+    assert not write_atomic(path, specs[1], mode=0o644)  # same bytes: not rewritten
     assert os.listdir(tmp_path) == [path.name]
 
 

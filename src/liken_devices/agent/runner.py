@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import DRIVER
+from ..files import write_atomic
 from ..inventory import Inventory, MachineSpec, Sources, build_inventory
 from .metrics import AgentMetrics
 from .uevent import MAX_WAIT, QUIET, Debouncer, UeventSocket, wakes_walk
@@ -76,16 +77,6 @@ class AgentConfig:
     max_wait: float = MAX_WAIT
     slice_out: Path | None = None  # also write the slice's JSON here (offline runs, debugging)
     status_out: Path | None = None  # and the Machine status
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Readers never see a half-written file: write a sibling, fsync, rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def release_free_memory() -> None:
@@ -396,7 +387,8 @@ class Agent:
         self._offline_generation += 1
         obj = make_slice(self.config.node, DRIVER, devices, generation=self._offline_generation)
         try:
-            write_atomic(out, json.dumps(obj, indent=2, sort_keys=True).encode() + b"\n")
+            write_atomic(out, json.dumps(obj, indent=2, sort_keys=True).encode() + b"\n",
+                         mode=0o644)
         except OSError as exc:
             log.error("cannot write %s: %s", out, exc)
             return
@@ -416,7 +408,8 @@ class Agent:
         if status == self._offline_status:
             return
         try:
-            write_atomic(out, json.dumps(status, indent=2, sort_keys=True).encode() + b"\n")
+            write_atomic(out, json.dumps(status, indent=2, sort_keys=True).encode() + b"\n",
+                         mode=0o644)
         except OSError as exc:
             log.error("cannot write %s: %s", out, exc)
             return

@@ -22,9 +22,10 @@ While hardware is absent its nodes are paths under ``/dev/.liken.sh-absent/`` wi
 numbers: a node that is not minimally specified must exist on the host, so the runtime's stat
 fails and the container cannot start (devices.txt, "USB devices").
 
-Files are written atomically (a temp file in the same directory whose name does not end in
-``.json``, so no runtime scans it; fsync; rename; fsync the directory) and only when the bytes
-differ, so a reconcile pass that changes nothing touches nothing.
+Files are written with the project's one atomic writer (:func:`liken_devices.files.write_atomic`:
+no runtime ever loads a partial spec) and only when the bytes differ, so a reconcile pass that
+changes nothing touches nothing. :func:`read_claim_spec` reads a spec back, as hostile input, so a
+plugin whose state is lost rebuilds its claims from the specs (docs/plugin.md, "Bad input").
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..files import read_bounded, write_atomic
 from ..sysfs.model import DevNode
 
 DRIVER = "liken.sh"
@@ -45,6 +47,7 @@ CDI_VERSION = "0.5.0"
 ABSENT_ROOT = "/dev/.liken.sh-absent"
 SPEC_PREFIX = "liken.sh-"
 SPEC_SUFFIX = ".json"
+SPEC_MODE = 0o644  # the runtime reads it; only root writes the CDI directory
 
 DEV_DIR = Path("/dev")  # where this process sees the host's device nodes
 UINPUT = DevNode("uinput", "c", 10, 223)  # misc minor 223 (the kernel's admin-guide/devices)
@@ -191,41 +194,9 @@ def render(spec: Mapping[str, object]) -> bytes:
     return (json.dumps(spec, indent=2, sort_keys=False) + "\n").encode()
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> bool:
-    """Write ``data`` to ``path`` unless it already holds exactly that; True when written.
-
-    Readers (the runtime, a restarted plugin) see the old file or the new one, never a part.
-    """
-    try:
-        if path.read_bytes() == data:
-            return False
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-    return True
-
-
 def write_spec(cdi_dir: Path, uid: str, spec: Mapping[str, object]) -> bool:
-    return write_atomic(spec_path(cdi_dir, uid), render(spec))
+    """Write a claim's spec through the project's one atomic writer (only when it differs)."""
+    return write_atomic(spec_path(cdi_dir, uid), render(spec), mode=SPEC_MODE)
 
 
 def remove_spec(cdi_dir: Path, uid: str) -> bool:
@@ -241,7 +212,7 @@ def spec_uids(cdi_dir: Path) -> list[str]:
     """The claim UIDs of the liken.sh specs present in ``cdi_dir``."""
     try:
         names = os.listdir(cdi_dir)
-    except FileNotFoundError:
+    except OSError:  # missing, or not a directory: no spec of ours
         return []
     out = []
     for name in names:
@@ -252,9 +223,74 @@ def spec_uids(cdi_dir: Path) -> list[str]:
     return sorted(out)
 
 
-def read_spec(cdi_dir: Path, uid: str) -> dict[str, object] | None:
+MAX_SPEC_BYTES = 4 << 20  # a claim's spec: at most 128 devices of a few dozen nodes each
+
+
+def read_claim_spec(cdi_dir: Path, uid: str) -> list[Delivery]:
+    """What a claim's spec on disk delivers, read back: the inverse of :func:`build_spec`.
+
+    The spec names the claim (file name and device names), its devices and their nodes, so a
+    plugin whose state is lost can rebuild the claim from it. Every field is checked as hostile
+    input; anything that :func:`build_spec` would not have written raises :class:`SpecError`
+    (or ``OSError`` when the file cannot be read).
+    """
+    raw = read_bounded(spec_path(cdi_dir, uid), MAX_SPEC_BYTES)
     try:
-        data = json.loads(spec_path(cdi_dir, uid).read_bytes())
-    except (FileNotFoundError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        obj = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise SpecError(f"not a JSON document: {e}") from None
+    if not isinstance(obj, dict) or obj.get("kind") != KIND:
+        raise SpecError(f"not a {KIND} spec")
+    devices = obj.get("devices")
+    if not isinstance(devices, list) or not devices:
+        raise SpecError("no devices")
+    out: list[Delivery] = []
+    for d in devices:
+        if not isinstance(d, dict) or not isinstance(d.get("name"), str):
+            raise SpecError("a device without a name")
+        name: str = d["name"]
+        if not name.startswith(uid + "-"):
+            raise SpecError(f"device {name!r} is not of claim {uid}")
+        device = check_device(name[len(uid) + 1:])
+        edits = d.get("containerEdits")
+        nodes = edits.get("deviceNodes") if isinstance(edits, dict) else None
+        if not isinstance(nodes, list) or not nodes:
+            raise SpecError(f"device {device} has no device nodes")
+        parsed = [_read_node(device, n) for n in nodes]
+        present = {p for p, _ in parsed}
+        if len(present) != 1:
+            raise SpecError(f"device {device} is both present and absent")
+        out.append(Delivery(device, tuple(n for _, n in parsed), present.pop()))
+    return out
+
+
+def _read_node(device: str, node: object) -> tuple[bool, DevNode]:
+    """(present, node) of one ``deviceNodes`` entry. An absent node's numbers are not in the
+    spec (it names a path that cannot exist): it comes back as ``c 0:0`` with its name."""
+    if not isinstance(node, dict) or not isinstance(node.get("path"), str):
+        raise SpecError(f"device {device}: a node without a path")
+    path: str = node["path"]
+    absent_prefix = f"{ABSENT_ROOT}/{device}/"
+    if path.startswith(absent_prefix):
+        return False, DevNode(check_node_name(path[len(absent_prefix):]), "c", 0, 0)
+    if not path.startswith("/dev/"):
+        raise SpecError(f"device {device}: node {path!r} is not under /dev")
+    typ, major, minor = node.get("type"), node.get("major"), node.get("minor")
+    if typ not in ("c", "b"):
+        raise SpecError(f"device {device}: node {path!r} has type {typ!r}")
+    for v in (major, minor):
+        if type(v) is not int or not 0 <= v < 1 << 32:
+            raise SpecError(f"device {device}: node {path!r} has number {v!r}")
+    assert isinstance(major, int) and isinstance(minor, int)
+    return True, DevNode(check_node_name(path[len("/dev/"):]), typ, major, minor)
+
+
+# A node's name under /dev: path components of the characters the kernel's names use, none of
+# them "." or "..", so a name read back from a file cannot leave /dev.
+_NODE_NAME = re.compile(r"[A-Za-z0-9_.:+@=,-]{1,255}(/[A-Za-z0-9_.:+@=,-]{1,255}){0,15}")
+
+
+def check_node_name(name: str) -> str:
+    if not _NODE_NAME.fullmatch(name) or any(p in (".", "..") for p in name.split("/")):
+        raise SpecError(f"device node name {name!r} is not a name under /dev")
+    return name

@@ -26,10 +26,12 @@ Calls are serialized by one lock (the Go helper's default), which reconcile take
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +41,7 @@ from ..sysfs.model import DevNode
 from . import cdi, usb
 from .cdi import DRIVER, Delivery, SpecError
 from .claims import ClaimError, KubeClient, fetch_results
-from .state import PreparedClaim, PreparedDevice, StateStore
+from .state import PreparedClaim, PreparedDevice, StateLockTimeout, StateStore
 
 if TYPE_CHECKING:
     from ..inventory.model import Inventory
@@ -72,14 +74,38 @@ class PluginConfig:
     health_interval: float = 10.0  # seconds between full health messages without a change
     grpc_workers: int = 8
     fetch_budget: float = 30.0  # seconds for reading a call's claims (the kubelet waits 45 s)
+    # Seamless upgrade (docs/plugin.md, "Upgrades"): the pod's UID names this instance's
+    # sockets, and the state lock is shared by the old and the new instance. None: the default
+    # mode, one instance per node.
+    pod_uid: str | None = None
+
+    @property
+    def seamless(self) -> bool:
+        return self.pod_uid is not None
 
     @property
     def dra_socket(self) -> Path:
-        return self.plugin_dir / "dra.sock"
+        if self.pod_uid is None:
+            return self.plugin_dir / "dra.sock"
+        return _fitting(self.plugin_dir, "dra-{}.sock", self.pod_uid)
 
     @property
     def registration_socket(self) -> Path:
-        return self.registry_dir / f"{DRIVER}-reg.sock"
+        if self.pod_uid is None:
+            return self.registry_dir / f"{DRIVER}-reg.sock"
+        return _fitting(self.registry_dir, DRIVER + "-{}-reg.sock", self.pod_uid)
+
+
+UNIX_PATH_MAX = 107  # sun_path is 108 bytes with the terminating NUL
+
+
+def _fitting(directory: Path, pattern: str, pod_uid: str) -> Path:
+    """A socket name unique to the pod: its UID, or a hash of it where the path would not fit
+    in a unix socket address."""
+    path = directory / pattern.format(pod_uid)
+    if len(os.fsencode(str(path))) <= UNIX_PATH_MAX:
+        return path
+    return directory / pattern.format(hashlib.sha256(pod_uid.encode()).hexdigest()[:16])
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +175,7 @@ class Plugin:
         self._walk = walk
         self._kube = kube_client
         self._lock = threading.Lock()
-        self._state = StateStore(config.state_dir)
+        self._state = StateStore(config.state_dir, config.cdi_dir, config.node)
         self._health = _Health()
         self._servers: Any = None
         self._stopping = threading.Event()
@@ -159,19 +185,33 @@ class Plugin:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Read the state (idempotent); done by :meth:`start`, usable without serving."""
+        """Take the state lock and read the state (idempotent); done by :meth:`start`, usable
+        without serving. :class:`~.state.StateBusy` when another instance holds the lock."""
         with self._lock:
             if self._loaded:
                 return
-            self._state.load()
+            self._state.acquire(shared=self.config.seamless)
+            try:
+                self._state.open(sweep_orphans=self.config.sweep_orphans)
+            except BaseException:
+                self._state.release()
+                raise
             self._loaded = True
-            if self.config.sweep_orphans:
-                for uid in cdi.spec_uids(self.config.cdi_dir):
-                    if uid not in self._state.claims:
-                        log.warning("removing CDI spec of claim %s, which no prepare finished",
-                                    uid)
-                        cdi.remove_spec(self.config.cdi_dir, uid)
             self._update_health_locked()
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[str]:
+        """This process's lock and the state's write lock, with the state as on disk; yields ""
+        or, when the other instance of an upgrade held the write lock too long, why not."""
+        with self._lock, contextlib.ExitStack() as stack:
+            try:
+                reread = stack.enter_context(self._state.transaction())
+            except StateLockTimeout as e:
+                yield str(e.strerror)
+                return
+            if reread:
+                self._update_health_locked()
+            yield ""
 
     def start(self) -> None:
         """Load the state, serve the DRA socket, then the registration socket (the kubelet may
@@ -181,7 +221,8 @@ class Plugin:
         self.load()
         self._stopping.clear()
         servers = Servers(self)
-        servers.start()
+        with self._lock, self._state.write_lock():  # no other instance sweeps sockets meanwhile
+            servers.start()
         self._servers = servers
 
     def stop(self) -> None:
@@ -192,6 +233,9 @@ class Plugin:
         if self._servers is not None:
             self._servers.stop()
             self._servers = None
+        with self._lock:
+            self._state.release()
+            self._loaded = False
 
     @property
     def stopping(self) -> bool:
@@ -248,7 +292,11 @@ class Plugin:
                 fetched.append((c, got))
         if not fetched:
             return out
-        with self._lock:
+        with self._exclusive() as busy:
+            if busy:
+                for c, _ in fetched:
+                    out[c.uid] = PrepareOutcome(error=busy)
+                return out
             try:
                 inv = self._walk()
             except Exception as e:
@@ -393,7 +441,9 @@ class Plugin:
     def _unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
         self.load()
         out: dict[str, str] = {}
-        with self._lock:
+        with self._exclusive() as busy:
+            if busy:
+                return {c.uid: busy for c in claims}
             for c in claims:
                 try:
                     cdi.check_uid(c.uid)
@@ -429,7 +479,10 @@ class Plugin:
         """Rewrite every prepared claim's spec for ``inv``; returns the UIDs whose file changed."""
         self.load()
         written: list[str] = []
-        with self._lock:
+        with self._exclusive() as busy:
+            if busy:
+                log.error("reconcile skipped: %s", busy)
+                return written
             by_name = _by_name(inv)
             dirty = False
             for uid, claim in sorted(self._state.claims.items()):
@@ -443,6 +496,12 @@ class Plugin:
                             more = set(usb.interfaces_for(self.config.sysfs, source, now))
                             claim.usb_interfaces = sorted(more | set(claim.usb_interfaces))
                             dirty = True
+                        elif now and claim.rebuilt:  # its spec did not say which interfaces
+                            source = getattr(by_name.get(n), "source", None)
+                            more = set(usb.interfaces_for(self.config.sysfs, source, now))
+                            if not more <= set(claim.usb_interfaces):
+                                claim.usb_interfaces = sorted(more | set(claim.usb_interfaces))
+                                dirty = True
                         if claim.present.get(n) != is_present:
                             claim.present[n] = is_present
                             dirty = True
@@ -468,6 +527,11 @@ class Plugin:
     def health(self) -> tuple[int, tuple[DeviceHealthState, ...]]:
         with self._health.cond:
             return self._health.version, self._health.devices
+
+    def wake_health(self) -> None:
+        """Wake every health stream (one whose call ended then returns at once)."""
+        with self._health.cond:
+            self._health.cond.notify_all()
 
     def wait_health(self, version: int, timeout: float) -> tuple[int, tuple[DeviceHealthState,
                                                                               ...]]:

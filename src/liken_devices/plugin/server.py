@@ -1,18 +1,31 @@
 """The plugin on the wire: the kubelet's gRPC services on two unix sockets of one server.
 
-dra-api.md §6.1/§6.4: the DRA socket (``<plugin dir>/dra.sock``) serves the DRAPlugin service in
-v1 and v1beta1 and the v1alpha1 health service, and is served first; the registration socket
+The kubelet's plugin registration and DRA gRPC contracts (docs/plugin.md, "Sockets and
+services"): the DRA socket (``<plugin dir>/dra.sock``) serves the DRAPlugin service in v1 and
+v1beta1 and the v1alpha1 health service (KEP-4680), and is served first; the registration socket
 (``<registry dir>/liken.sh-reg.sock``) serves ``pluginregistration.Registration``, whose GetInfo
 names the driver, the DRA socket's host path and the services offered, v1 before v1beta1 because
-the kubelet takes the first entry it supports. A stale socket file is replaced; both sockets are
-removed on shutdown (the kubelet de-registers a driver whose registration socket is gone).
+the kubelet takes the first entry it supports. The kubelet de-registers a driver whose
+registration socket is gone, so both sockets are removed on shutdown.
+
+Hostile or accidental company on the sockets (docs/plugin.md, "Bad input"): a socket file is
+replaced only when nothing answers on it, and removed on shutdown only while it is still the one
+this process bound, so two instances never cut each other off; the sockets and the directory
+this plugin makes for them are for root only. Health streams are server-streaming calls that
+hold a worker thread each; they have their own cap, and the pool keeps its threads for prepare
+and unprepare whatever the number of streams. A call names at most ``MAX_CLAIMS`` claims.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
+import re
+import socket
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from ..files import make_dir, sweep_temp, temp_name
 from .cdi import DRIVER
-from .core import ClaimRef, PrepareOutcome
+from .core import UNIX_PATH_MAX, ClaimRef, PrepareOutcome
 from .gen import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -40,17 +54,30 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PLUGIN_TYPE = "DRAPlugin"
-# Preferred first (dra-api.md §6.1); the health service is advertised when implemented (§6.4).
+# The kubelet takes the first entry it supports, so v1 comes first; the health service is
+# advertised because it is implemented.
 SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth")
-UNIX_PATH_MAX = 107  # sun_path is 108 bytes with the terminating NUL
 HEALTH_TIMEOUT_SECONDS = 60  # how long the kubelet may trust one health message
+SOCKET_MODE = 0o600  # only root (the kubelet) may connect
+PLUGIN_DIR_MODE = 0o700  # a socket directory this plugin has to make: root's only
+TEMP_EXTRA = len(".12345678.1234567890.tmp")  # the temp name a socket is bound at is longer
+# The kubelet opens one health stream per plugin; a few more cover its reconnects. Each open
+# stream holds a pool thread, so the pool has these on top of the threads for unary calls.
+HEALTH_STREAMS = 4
+# A call names the claims of one pod, which are few; far more is not the kubelet.
+MAX_CLAIMS = 256
+MAX_MESSAGE_BYTES = 1 << 20
+MAX_CONCURRENT_RPCS = 64  # beyond: RESOURCE_EXHAUSTED at once, nothing queued without bound
 
 
 class SocketError(RuntimeError):
     """A socket path the plugin cannot serve on."""
 
 
-def _claims(request: Any) -> list[ClaimRef]:
+def _claims(request: Any, context: Any) -> list[ClaimRef]:
+    if len(request.claims) > MAX_CLAIMS:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                      f"{len(request.claims)} claims in one call; at most {MAX_CLAIMS}")
     return [ClaimRef(c.namespace, c.uid, c.name) for c in request.claims]
 
 
@@ -72,7 +99,7 @@ def _prepare_response(pb: Any, out: dict[str, PrepareOutcome], share_ids: bool) 
 def _unprepare_response(pb: Any, out: dict[str, str]) -> Any:
     resp = pb.NodeUnprepareResourcesResponse()
     for uid, err in out.items():
-        entry = resp.claims[uid]  # every claim needs an entry, even an empty one (§5.2)
+        entry = resp.claims[uid]  # every claim needs an entry, even an empty one
         if err:
             entry.error = err
     return resp
@@ -83,10 +110,10 @@ class _DRAPluginV1(dra_v1_pb2_grpc.DRAPluginServicer):  # type: ignore[misc]
         self.plugin = plugin
 
     def NodePrepareResources(self, request: Any, context: Any) -> Any:
-        return _prepare_response(dra_v1_pb2, self.plugin.prepare(_claims(request)), True)
+        return _prepare_response(dra_v1_pb2, self.plugin.prepare(_claims(request, context)), True)
 
     def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
-        return _unprepare_response(dra_v1_pb2, self.plugin.unprepare(_claims(request)))
+        return _unprepare_response(dra_v1_pb2, self.plugin.unprepare(_claims(request, context)))
 
 
 class _DRAPluginV1beta1(dra_v1beta1_pb2_grpc.DRAPluginServicer):  # type: ignore[misc]
@@ -94,18 +121,36 @@ class _DRAPluginV1beta1(dra_v1beta1_pb2_grpc.DRAPluginServicer):  # type: ignore
         self.plugin = plugin
 
     def NodePrepareResources(self, request: Any, context: Any) -> Any:
-        return _prepare_response(dra_v1beta1_pb2, self.plugin.prepare(_claims(request)), False)
+        return _prepare_response(dra_v1beta1_pb2, self.plugin.prepare(_claims(request, context)),
+                                 False)
 
     def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
-        return _unprepare_response(dra_v1beta1_pb2, self.plugin.unprepare(_claims(request)))
+        return _unprepare_response(dra_v1beta1_pb2,
+                                   self.plugin.unprepare(_claims(request, context)))
 
 
 class _Health(health_v1alpha1_pb2_grpc.DRAResourceHealthServicer):  # type: ignore[misc]
-    def __init__(self, plugin: Plugin) -> None:
+    def __init__(self, plugin: Plugin, slots: _StreamSlots) -> None:
         self.plugin = plugin
+        self.slots = slots
 
     def NodeWatchResources(self, request: Any, context: Any) -> Iterator[Any]:
-        """The complete list of prepared devices, on every change and every health_interval."""
+        """The complete list of prepared devices, on every change and every health_interval.
+
+        At most ``HEALTH_STREAMS`` at once: one more is refused (RESOURCE_EXHAUSTED; the kubelet
+        retries), so open streams never take the threads prepare and unprepare need. A stream
+        whose client went away frees its slot at once (the call's callback wakes it).
+        """
+        if not self.slots.take():
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"already {self.slots.limit} health streams open")
+        try:
+            context.add_callback(self.plugin.wake_health)
+            yield from self._stream(context)
+        finally:
+            self.slots.give()
+
+    def _stream(self, context: Any) -> Iterator[Any]:
         pb = health_v1alpha1_pb2
         version = -1
         while context.is_active() and not self.plugin.stopping:
@@ -145,19 +190,98 @@ class _Registration(pluginregistration_v1_pb2_grpc.RegistrationServicer):  # typ
         return pluginregistration_v1_pb2.RegistrationStatusResponse()
 
 
-def prepare_socket(path: Path) -> None:
-    """Make room for a socket: create its directory, remove a stale socket, refuse other files."""
-    if len(os.fsencode(str(path))) > UNIX_PATH_MAX:
-        raise SocketError(f"socket path {path} is longer than {UNIX_PATH_MAX} bytes")
-    path.parent.mkdir(parents=True, exist_ok=True)
+def answers(path: Path, timeout: float = 2.0) -> bool:
+    """Whether a process listens on the unix socket ``path`` (connect, then hang up)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    s.settimeout(timeout)
+    try:
+        s.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False  # a socket file nobody listens on (its process died), or already gone
+    except OSError as e:
+        if e.errno in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
+            return False
+        raise SocketError(f"cannot tell whether {path} is in use: {e.strerror or e}") from None
+    finally:
+        s.close()
+    return True
+
+
+def check_socket_path(path: Path) -> None:
+    """Refuse a path that is too long, or holds something else, or a socket that answers."""
+    if len(os.fsencode(str(path))) + TEMP_EXTRA > UNIX_PATH_MAX:
+        raise SocketError(f"socket path {path} is longer than {UNIX_PATH_MAX - TEMP_EXTRA} "
+                          "bytes")
     try:
         st = path.lstat()
     except FileNotFoundError:
         return
-    if stat.S_ISSOCK(st.st_mode):
-        path.unlink()
-    else:
+    if not stat.S_ISSOCK(st.st_mode):
         raise SocketError(f"{path} exists and is not a socket; not replacing it")
+    if answers(path):
+        raise SocketError(f"{path}: another process answers on this socket (another "
+                          "liken-devices plugin or run serving this node?); not replacing it")
+
+
+def remove_dead_sockets(directory: Path, pattern: re.Pattern[str], keep: Path) -> list[str]:
+    """Remove the sockets named by ``pattern`` on which nothing answers (instances that died
+    without removing them); a socket that answers is another live instance's and stays."""
+    removed: list[str] = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return removed
+    for name in names:
+        path = directory / name
+        if path == keep or not pattern.fullmatch(name):
+            continue
+        try:
+            if not stat.S_ISSOCK(path.lstat().st_mode) or answers(path):
+                continue
+            path.unlink()
+        except (OSError, SocketError):
+            continue
+        removed.append(name)
+    return removed
+
+
+class _Bound:
+    """One socket this process bound: its path and identity, so only it is ever removed."""
+
+    def __init__(self, path: Path, ident: tuple[int, int]) -> None:
+        self.path = path
+        self.ident = ident
+
+    def remove(self) -> None:
+        try:
+            st = self.path.lstat()
+        except FileNotFoundError:
+            return
+        if (st.st_dev, st.st_ino) == self.ident:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+        else:
+            log.warning("%s is no longer the socket this process bound; leaving it", self.path)
+
+
+class _StreamSlots:
+    """At most ``limit`` health streams at a time; each holds a worker thread while open."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+        self.lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self.lock:
+            if self.open >= self.limit:
+                return False
+            self.open += 1
+            return True
+
+    def give(self) -> None:
+        with self.lock:
+            self.open -= 1
 
 
 class Servers:
@@ -168,31 +292,54 @@ class Servers:
     (docs/performance.md). Both sockets are bound before the server starts, the DRA socket first,
     so the DRA endpoint exists before the registration socket appears to the kubelet's watcher;
     each socket also answers the other's services, which only the kubelet can reach.
+
+    Each socket is bound at a temp name in its directory (starting with ``.``, which the
+    kubelet's watcher ignores), made root-only, then renamed to its path: the path never holds a
+    socket of another mode, a dead socket is replaced in one step, and grpc, which removes the
+    paths it bound when it stops, only ever removes the temp name.
     """
 
     def __init__(self, plugin: Plugin) -> None:
         self.plugin = plugin
         self.server: grpc.Server | None = None
+        self.bound: list[_Bound] = []
 
     def start(self) -> None:
         cfg = self.plugin.config
-        prepare_socket(cfg.dra_socket)
-        prepare_socket(cfg.registration_socket)
-        server = grpc.server(ThreadPoolExecutor(max_workers=cfg.grpc_workers + 1,
-                                                thread_name_prefix="kubelet-grpc"),
-                             options=[("grpc.so_reuseport", 0)])
+        for path in (cfg.dra_socket, cfg.registration_socket):
+            check_socket_path(path)
+        make_dir(cfg.plugin_dir, PLUGIN_DIR_MODE)
+        make_dir(cfg.registry_dir, PLUGIN_DIR_MODE)
+        for directory, socket_path in ((cfg.plugin_dir, cfg.dra_socket),
+                                       (cfg.registry_dir, cfg.registration_socket)):
+            for name in sweep_temp(directory, socket_path.name):
+                log.info("removed %s, a socket left by a killed plugin", directory / name)
+        if cfg.seamless:
+            # Sockets of instances that were killed before removing them (an old pod's, or a
+            # predecessor's in the default mode); a live instance answers and keeps its own.
+            for directory, pattern, keep in (
+                    (cfg.plugin_dir, _DRA_SOCKETS, cfg.dra_socket),
+                    (cfg.registry_dir, _REGISTRATION_SOCKETS, cfg.registration_socket)):
+                for name in remove_dead_sockets(directory, pattern, keep):
+                    log.info("removed %s: nothing answered on it", directory / name)
+        workers = cfg.grpc_workers + HEALTH_STREAMS + 1  # +1: refusing a stream over the cap
+        server = grpc.server(
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kubelet-grpc"),
+            options=[("grpc.so_reuseport", 0),
+                     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
+            maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
+        slots = _StreamSlots(HEALTH_STREAMS)
         dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_DRAPluginV1(self.plugin), server)
         dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(_DRAPluginV1beta1(self.plugin),
                                                              server)
-        health_v1alpha1_pb2_grpc.add_DRAResourceHealthServicer_to_server(_Health(self.plugin),
-                                                                          server)
+        health_v1alpha1_pb2_grpc.add_DRAResourceHealthServicer_to_server(
+            _Health(self.plugin, slots), server)
         pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(
             _Registration(self.plugin), server)
         self.server = server
         try:
             for path in (cfg.dra_socket, cfg.registration_socket):  # the DRA socket first
-                if server.add_insecure_port(f"unix:{path}") == 0:
-                    raise SocketError(f"cannot bind {path}")
+                self._bind(server, path)
             server.start()
         except BaseException:
             self.stop()
@@ -200,20 +347,33 @@ class Servers:
         log.info("serving %s on %s, registration on %s", DRIVER, cfg.dra_socket,
                  cfg.registration_socket)
 
+    def _bind(self, server: grpc.Server, path: Path) -> None:
+        tmp = temp_name(path)
+        old = os.umask(0o177)  # the socket is born root-only (rw for its owner)
+        try:
+            ok = server.add_insecure_port(f"unix:{tmp}") != 0
+        finally:
+            os.umask(old)
+        if not ok:
+            raise SocketError(f"cannot bind {path}")
+        os.chmod(tmp, SOCKET_MODE)
+        check_socket_path(path)  # still nothing alive there
+        os.rename(tmp, path)
+        st = path.lstat()
+        self.bound.append(_Bound(path, (st.st_dev, st.st_ino)))
+
     def stop(self) -> None:
-        cfg = self.plugin.config
         # The registration socket goes first: the kubelet de-registers the driver and stops
         # sending work before the DRA socket closes.
-        _unlink_socket(cfg.registration_socket)
+        for b in self.bound[1:]:
+            b.remove()
         if self.server is not None:
             self.server.stop(grace=1.0).wait()
-        _unlink_socket(cfg.dra_socket)
+        for b in self.bound[:1]:
+            b.remove()
         self.server = None
+        self.bound = []
 
 
-def _unlink_socket(path: Path) -> None:
-    try:
-        if stat.S_ISSOCK(path.lstat().st_mode):
-            path.unlink()
-    except FileNotFoundError:
-        pass
+_DRA_SOCKETS = re.compile(r"dra(-[A-Za-z0-9-]{1,64})?\.sock")
+_REGISTRATION_SOCKETS = re.compile(re.escape(DRIVER) + r"(-[A-Za-z0-9-]{1,64})?-reg\.sock")

@@ -1,32 +1,79 @@
 """The plugin's memory of prepared claims, kept on disk so a restart forgets nothing.
 
-The plugin, the kubelet or the machine may restart at any point (issue 3, "State across
-restarts"), and the kubelet may call Unprepare long after Prepare, when the ResourceClaim is
-already deleted (dra-api.md §5.3: only namespace/name/uid are given). So everything Unprepare and
-the reconcile pass need is here: per claim UID its namespace/name, the devices with their request
-names, the nodes each delivered last (so an absent device still gets one nonexistent path per
-node), and the USB interfaces to give back to the kernel. The CDI directory is a tmpfs on a real
-node, so the state lives elsewhere (default ``/var/lib/liken-devices/plugin``), written
-atomically like the specs. A state file that cannot be parsed is kept aside, not overwritten.
+The plugin, the kubelet or the machine may restart at any point, and the kubelet may call
+Unprepare long after Prepare, when the ResourceClaim is already deleted (the kubelet's DRA calls
+carry only namespace/name/uid). So everything Unprepare and the reconcile pass need is here: per
+claim UID its namespace/name, the devices with their request names, the nodes each delivered last
+(so an absent device still gets one nonexistent path per node), and the USB interfaces to give
+back to the kernel. The CDI directory is a tmpfs on a real node, so the state lives elsewhere
+(default ``/var/lib/liken-devices/plugin``), written with the project's one atomic writer.
+
+The file is hostile input like any other (docs/plugin.md, "Bad input"): it is read bounded and
+parsed strictly, and a file that cannot be read for any reason is kept aside and the claims are
+rebuilt from the CDI specs on disk, which name the claim UID, its devices and their nodes. Only
+what a spec does not hold is lost until the kubelet prepares the claim again (namespace/name,
+request names, share IDs; the USB interfaces are looked up again at the next walk).
+
+Two locks live in the state directory (``flock``, released by the kernel when the process dies):
+
+* ``instance.lock``, held for the process's life: exclusively by a plugin in the default mode, so
+  a second ``plugin`` or ``run`` on the node is refused (it says who holds the lock), or shared by
+  the instances of a seamless upgrade (docs/plugin.md, "Upgrades"), which are two by design;
+* ``write.lock``, held around every read-modify-write of the state and the specs, so the two
+  instances of an upgrade write one at a time and each sees the other's last write.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import logging
+import math
 import os
+import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import make_dir, read_bounded, sweep_temp, write_atomic
+from ..inventory.context import InputError
 from ..sysfs.model import DevNode
-from .cdi import write_atomic
+from . import cdi
+from .cdi import SpecError
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = "claims.json"
+INSTANCE_LOCK = "instance.lock"
+WRITE_LOCK = "write.lock"
 VERSION = 1
+STATE_MODE = 0o600  # claim names and namespaces: root's business only
+DIR_MODE = 0o700
+# A node holds at most a few thousand claims of a few hundred bytes each; far more is not ours.
+MAX_STATE_BYTES = 64 << 20
+MAX_HOLDER_BYTES = 4096
+# How long a write waits for the other instance's write (a seamless upgrade): well inside the
+# kubelet's 45 s per call, and far more than one prepare takes (docs/performance.md).
+WRITE_LOCK_WAIT = 20.0
+
+# A USB interface as the kernel names it ("1-2:1.0", "3-1.4.2:1.1"): written to drivers_probe.
+_USB_INTERFACE = re.compile(r"[0-9]{1,3}-[0-9]{1,3}(\.[0-9]{1,3}){0,6}:[0-9]{1,3}\.[0-9]{1,3}")
+
+
+class StateError(ValueError):
+    """A state file that is not what this plugin writes."""
+
+
+class StateBusy(InputError):
+    """Another instance holds the state directory's lock (exit 2, one line)."""
+
+
+class StateLockTimeout(OSError):
+    """The other instance of an upgrade held the write lock too long."""
 
 
 @dataclass(slots=True)
@@ -34,7 +81,7 @@ class PreparedDevice:
     """One allocated device of a prepared claim."""
 
     name: str
-    requests: list[str]  # base request names (dra-api.md §5.3)
+    requests: list[str]  # base request names (what the kubelet matches containers on)
     share_id: str | None = None
 
 
@@ -51,6 +98,9 @@ class PreparedClaim:
     present: dict[str, bool] = field(default_factory=dict)
     usb_interfaces: list[str] = field(default_factory=list)  # "1-2:1.0", ...
     prepared_at: float = field(default_factory=time.time)
+    # Rebuilt from its CDI spec after the state was lost: namespace/name and request names are
+    # unknown until the kubelet prepares it again.
+    rebuilt: bool = False
 
     def device_names(self) -> list[str]:
         return sorted({d.name for d in self.devices})
@@ -70,70 +120,366 @@ class PreparedClaim:
             "present": dict(sorted(self.present.items())),
             "usbInterfaces": self.usb_interfaces,
             "preparedAt": self.prepared_at,
-        }
+        } | ({"rebuilt": True} if self.rebuilt else {})
 
     @classmethod
-    def from_json(cls, uid: str, obj: dict[str, Any]) -> PreparedClaim:
+    def from_json(cls, uid: str, obj: Any) -> PreparedClaim:
+        """One claim of the state file, checked field by field; :class:`StateError` if bad."""
+        cdi.check_uid(uid)
+        o = _dict(obj, f"claim {uid}")
+        devices = []
+        for d in _list(o.get("devices", []), "devices"):
+            d = _dict(d, "a device")
+            share = d.get("shareID")
+            devices.append(PreparedDevice(
+                cdi.check_device(_str(d.get("name"), "a device name")),
+                [_str(r, "a request name") for r in _list(d.get("requests", []), "requests")],
+                None if share is None else _str(share, "a share ID")))
         nodes: dict[str, list[DevNode]] = {}
-        for dev, lst in obj.get("nodes", {}).items():
+        for dev, lst in _dict(o.get("nodes", {}), "nodes").items():
             out = []
-            for name, typ, major, minor in lst:
+            for n in _list(lst, f"the nodes of {dev}"):
+                n = _list(n, "a node")
+                if len(n) != 4:
+                    raise StateError(f"node {n!r} is not [name, type, major, minor]")
+                name, typ, major, minor = n
                 if typ not in ("c", "b"):
-                    raise ValueError(f"node type {typ!r}")
-                out.append(DevNode(str(name), typ, int(major), int(minor)))
-            nodes[str(dev)] = out
-        return cls(
-            uid=uid,
-            namespace=str(obj["namespace"]),
-            name=str(obj["name"]),
-            pool=str(obj.get("pool", "")),
-            devices=[PreparedDevice(str(d["name"]), [str(r) for r in d.get("requests", [])],
-                                    d.get("shareID")) for d in obj.get("devices", [])],
-            nodes=nodes,
-            present={str(k): bool(v) for k, v in obj.get("present", {}).items()},
-            usb_interfaces=[str(i) for i in obj.get("usbInterfaces", [])],
-            prepared_at=float(obj.get("preparedAt", 0.0)),
-        )
+                    raise StateError(f"node type {typ!r}")
+                out.append(DevNode(cdi.check_node_name(_str(name, "a node name")), typ,
+                                   _number(major), _number(minor)))
+            nodes[cdi.check_device(dev)] = out
+        present = {cdi.check_device(k): _bool(v)
+                   for k, v in _dict(o.get("present", {}), "present").items()}
+        interfaces = [_str(i, "a USB interface") for i in _list(o.get("usbInterfaces", []),
+                                                               "usbInterfaces")]
+        for i in interfaces:
+            if not _USB_INTERFACE.fullmatch(i):
+                raise StateError(f"USB interface {i!r} is not a USB interface name")
+        prepared_at = o.get("preparedAt", 0.0)
+        if type(prepared_at) not in (int, float) or not math.isfinite(prepared_at):
+            raise StateError(f"preparedAt {prepared_at!r} is not a time")
+        return cls(uid=uid, namespace=_str(o.get("namespace"), "namespace"),
+                   name=_str(o.get("name"), "name"), pool=_str(o.get("pool", ""), "pool"),
+                   devices=devices, nodes=nodes, present=present, usb_interfaces=interfaces,
+                   prepared_at=float(prepared_at), rebuilt=_bool(o.get("rebuilt", False)))
+
+
+def _str(v: Any, what: str) -> str:
+    if type(v) is not str:
+        raise StateError(f"{what} is not a string: {_short(v)}")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if type(v) is not bool:
+        raise StateError(f"{_short(v)} is not true or false")
+    return v
+
+
+def _number(v: Any) -> int:
+    if type(v) is not int or not 0 <= v < 1 << 32:
+        raise StateError(f"device number {_short(v)} is not a number of 32 bits")
+    return v
+
+
+def _list(v: Any, what: str) -> list[Any]:
+    if type(v) is not list:
+        raise StateError(f"{what} is not a list: {_short(v)}")
+    return v
+
+
+def _dict(v: Any, what: str) -> dict[str, Any]:
+    if type(v) is not dict:
+        raise StateError(f"{what} is not an object: {_short(v)}")
+    return v
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def parse_state(raw: bytes) -> dict[str, PreparedClaim]:
+    """The claims of a state file's bytes; :class:`StateError` for anything else.
+
+    Any decoding failure of any depth is a :class:`StateError`: bytes that are not UTF-8, JSON
+    nested past the parser's recursion limit, numbers of the wrong type or range, a field of the
+    wrong shape.
+    """
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise StateError(f"not a JSON document: {_reason(e)}") from None
+    try:
+        o = _dict(obj, "the state")
+        if o.get("version") != VERSION:
+            raise StateError(f"state version {_short(o.get('version'))}, want {VERSION}")
+        return {uid: PreparedClaim.from_json(uid, c)
+                for uid, c in _dict(o.get("claims"), "claims").items()}
+    except StateError:
+        raise
+    except SpecError as e:
+        raise StateError(str(e)) from None
+    except Exception as e:  # anything else a hostile file provokes is "corrupt" as well
+        raise StateError(_reason(e)) from None
+
+
+def _reason(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def render_state(claims: dict[str, PreparedClaim]) -> bytes:
+    obj = {"version": VERSION,
+           "claims": {uid: c.to_json() for uid, c in sorted(claims.items())}}
+    return (json.dumps(obj, indent=1) + "\n").encode()
+
+
+def rebuild_from_specs(cdi_dir: Path, node: str) -> dict[str, PreparedClaim]:
+    """The claims the liken.sh specs in ``cdi_dir`` describe; each one logged.
+
+    A spec names the claim UID, its devices and their nodes; what it does not hold stays unknown
+    until the kubelet prepares the claim again. A spec that cannot be read back loses its claim,
+    which is logged by UID.
+    """
+    claims: dict[str, PreparedClaim] = {}
+    for uid in cdi.spec_uids(cdi_dir):
+        try:
+            deliveries = cdi.read_claim_spec(cdi_dir, uid)
+        except (OSError, SpecError) as e:
+            log.error("claim %s is lost: its CDI spec cannot be read back (%s)", uid, e)
+            continue
+        claims[uid] = PreparedClaim(
+            uid=uid, namespace="", name="", pool=node,
+            devices=[cdi_device(d.device) for d in deliveries],
+            nodes={d.device: list(d.nodes) for d in deliveries},
+            present={d.device: d.present for d in deliveries}, rebuilt=True)
+        log.warning("claim %s rebuilt from its CDI spec (devices %s); its namespace, name and "
+                    "request names stay unknown until the kubelet prepares it again", uid,
+                    ", ".join(d.device for d in deliveries))
+    return claims
+
+
+def cdi_device(name: str) -> PreparedDevice:
+    return PreparedDevice(name, [], None)
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def holder_identity() -> str:
+    """Who holds the lock, for the refusal message of a second instance."""
+    import socket
+
+    who = f"pid {os.getpid()} on {socket.gethostname()}"
+    pod = os.environ.get("POD_NAME")
+    if pod:
+        who += f" (pod {pod})"
+    return who + time.strftime(", since %Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _clean(text: str) -> str:
+    """The holder's words as one printable line (the lock file is hostile input too)."""
+    line = "".join(ch if ch.isprintable() else "?" for ch in text.strip().splitlines()[0]
+                   ) if text.strip() else ""
+    return line[:200]
 
 
 class StateStore:
     """Claim UID -> :class:`PreparedClaim`, mirrored to ``<dir>/claims.json`` on every change."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, cdi_dir: Path | None = None, node: str = "") -> None:
         self.directory = directory
         self.path = directory / STATE_FILE
+        self.cdi_dir = cdi_dir
+        self.node = node
         self.claims: dict[str, PreparedClaim] = {}
+        self._seen: tuple[int, int, int] | None = None  # the file as last read or written
+        self._instance_fd: int | None = None
+        self._write_fd: int | None = None
+        self.shared = False  # other instances write too (a seamless upgrade)
+
+    # -- locks -----------------------------------------------------------------------------------
+
+    def acquire(self, shared: bool = False) -> None:
+        """Take the instance lock for the process's life, or :class:`StateBusy`."""
+        if self._instance_fd is not None:
+            return
+        make_dir(self.directory, DIR_MODE)
+        fd = _open_lock(self.directory / INSTANCE_LOCK)
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StateBusy(self._busy_message(shared)) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        if not shared:  # an exclusive holder is the only one: it names itself
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (holder_identity() + "\n").encode(), 0)
+        try:
+            self._write_fd = _open_lock(self.directory / WRITE_LOCK)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._instance_fd = fd
+        self.shared = shared
+
+    def _busy_message(self, shared: bool) -> str:
+        try:
+            holder = _clean(read_bounded(self.directory / INSTANCE_LOCK,
+                                         MAX_HOLDER_BYTES).decode("utf-8", "replace"))
+        except OSError:
+            holder = ""
+        if shared:  # we asked for a share: the holder runs in the default, exclusive mode
+            who = f"by {holder}, which does not run in --seamless-upgrade mode" if holder else \
+                "by an instance that does not run in --seamless-upgrade mode"
+        else:
+            who = f"by {holder}" if holder else \
+                "by instances in --seamless-upgrade mode"
+        return (f"the plugin state {self.directory} is locked {who}: another liken-devices "
+                "plugin or run serves this node")
+
+    def release(self) -> None:
+        for fd in (self._write_fd, self._instance_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._write_fd = self._instance_fd = None
+
+    @contextlib.contextmanager
+    def write_lock(self, wait: float = WRITE_LOCK_WAIT) -> Iterator[None]:
+        """Hold ``write.lock`` (the other instance of an upgrade waits), or
+        :class:`StateLockTimeout` after ``wait`` seconds."""
+        fd = self._write_fd
+        if fd is None:  # not acquired (a store used only to read): nothing to exclude
+            yield
+            return
+        deadline = time.monotonic() + wait
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StateLockTimeout(
+                        errno.ETIMEDOUT, f"the plugin state {self.directory} stayed locked by "
+                        f"the other instance for {wait:g} s") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[bool]:
+        """Hold the write lock and have the state as on disk; yields whether it was re-read
+        (another instance of an upgrade wrote it since this one last did). Alone, the plugin is
+        the only writer (the instance lock) and its memory is the state."""
+        with self.write_lock():
+            reread = self.shared and _signature(self.path) != self._seen
+            if reread:
+                self.load()
+            yield reread
+
+    # -- reading and writing ---------------------------------------------------------------------
+
+    def open(self, sweep_orphans: bool = True) -> None:
+        """At start, under the write lock: sweep stale temp files, read (or rebuild) the state,
+        and remove the specs of claims nobody knows."""
+        with self.write_lock():
+            for directory, prefix in ((self.directory, STATE_FILE),
+                                      (self.cdi_dir, cdi.SPEC_PREFIX)):
+                if directory is not None:
+                    for name in sweep_temp(directory, prefix):
+                        log.info("removed %s, the temp file of an interrupted write",
+                                 directory / name)
+            self.load()
+            if sweep_orphans and self.cdi_dir is not None:
+                for uid in cdi.spec_uids(self.cdi_dir):
+                    if uid in self.claims:
+                        continue
+                    log.warning("removing the CDI spec of claim %s, which no prepare finished",
+                                uid)
+                    try:
+                        cdi.remove_spec(self.cdi_dir, uid)
+                    except OSError as e:
+                        log.error("cannot remove the CDI spec of claim %s: %s", uid, e)
 
     def load(self) -> None:
+        """Read the state; never raises for what is in the file or at its name.
+
+        A file that cannot be read or parsed is renamed ``claims.json.bad-<time>`` and the claims
+        are rebuilt from the CDI specs; so are they when the file is missing but specs are there.
+        """
+        reason = None
         try:
-            raw = self.path.read_bytes()
+            raw = read_bounded(self.path, MAX_STATE_BYTES)
         except FileNotFoundError:
-            self.claims = {}
-            return
-        try:
-            obj = json.loads(raw)
-            if obj.get("version") != VERSION:
-                raise ValueError(f"state version {obj.get('version')!r}, want {VERSION}")
-            self.claims = {str(uid): PreparedClaim.from_json(str(uid), c)
-                           for uid, c in obj["claims"].items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            # Keep the bad file for a human; start empty rather than refuse to run.
-            aside = self.path.with_name(f"{STATE_FILE}.bad-{int(time.time())}")
-            os.replace(self.path, aside)
-            log.error("plugin state %s is unreadable (%s); moved to %s", self.path, e, aside)
-            self.claims = {}
+            pass
+        except OSError as e:  # a directory, a symlink, a FIFO, too large, unreadable
+            reason = e.strerror or str(e)
+        else:
+            try:
+                self.claims = parse_state(raw)
+                self._seen = _signature(self.path)
+                return
+            except StateError as e:
+                reason = str(e)
+        if reason is not None:
+            aside = self.path.with_name(f"{STATE_FILE}.bad-{time.time_ns()}")
+            try:
+                os.rename(self.path, aside)
+                log.error("plugin state %s is unreadable (%s); kept as %s; rebuilding the claims "
+                          "from the CDI specs", self.path, reason, aside)
+            except OSError as e:
+                log.error("plugin state %s is unreadable (%s) and cannot be moved aside (%s); "
+                          "rebuilding the claims from the CDI specs", self.path, reason, e)
+        self.claims = (rebuild_from_specs(self.cdi_dir, self.node)
+                       if self.cdi_dir is not None else {})
+        self._seen = _signature(self.path)
+        if self.claims or reason is not None:
+            try:
+                self.save()
+            except OSError as e:
+                log.error("cannot save the rebuilt plugin state %s: %s", self.path, e)
 
     def save(self) -> None:
-        obj = {"version": VERSION,
-               "claims": {uid: c.to_json() for uid, c in sorted(self.claims.items())}}
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_atomic(self.path, (json.dumps(obj, indent=1) + "\n").encode(), mode=0o600)
+        write_atomic(self.path, render_state(self.claims), mode=STATE_MODE, dir_mode=DIR_MODE)
+        self._seen = _signature(self.path)
+
+
+def _open_lock(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                 STATE_MODE)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, STATE_MODE)
+    return fd
 
 
 def read_state(directory: Path) -> dict[str, PreparedClaim]:
-    """The prepared claims as a running plugin last saved them (for ``liken-devices claims``)."""
+    """The prepared claims as a running plugin last saved them (for ``liken-devices claims``).
+
+    Reads only: no lock is taken and nothing is written, so it works beside a running plugin.
+    A missing file is no claims; one that cannot be read raises :class:`StateError`.
+    """
     path = directory / STATE_FILE
-    obj = json.loads(path.read_bytes())
-    if obj.get("version") != VERSION:
-        raise ValueError(f"{path}: state version {obj.get('version')!r}, want {VERSION}")
-    return {str(u): PreparedClaim.from_json(str(u), c) for u, c in obj["claims"].items()}
+    try:
+        raw = read_bounded(path, MAX_STATE_BYTES)
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise StateError(f"{path}: {e.strerror or e}") from None
+    try:
+        return parse_state(raw)
+    except StateError as e:
+        raise StateError(f"{path}: {e}") from None
