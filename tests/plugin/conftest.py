@@ -10,7 +10,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightkube
 import pytest
@@ -22,6 +22,9 @@ from liken_devices.sysfs.model import DevNode
 from tests.support.fakeapi import FakeApiServer
 
 from .kubelet import TestKubelet
+
+if TYPE_CHECKING:
+    from .process import Node
 
 NODE = "node-a"
 
@@ -181,3 +184,17 @@ def new_claim(api: FakeApiServer, devices: list[str], request: str = "req",
 
 def cdi_files(cdi_dir: Path) -> list[str]:
     return sorted(os.listdir(cdi_dir)) if cdi_dir.exists() else []
+
+
+@pytest.fixture
+def node(tmp_path: Path, sockdir: Path, api: FakeApiServer) -> Iterator[Node]:
+    """A fixture machine on which ``liken-devices plugin`` runs as a process (tests/plugin/
+    process.py); killed at the end if still running."""
+    from .process import Node
+
+    n = Node(tmp_path, sockdir, api.write_kubeconfig(tmp_path / "kubeconfig"))
+    try:
+        yield n
+    finally:
+        if n.proc is not None:
+            n.kill()

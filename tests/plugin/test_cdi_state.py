@@ -5,21 +5,18 @@ from __future__ import annotations
 import json
 import os
 import stat
-import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
-from liken_devices.files import write_atomic
 from liken_devices.plugin import cdi
 from liken_devices.plugin.cdi import Delivery, SpecError
-from liken_devices.plugin.state import PreparedClaim, PreparedDevice, StateStore
 from liken_devices.sysfs.model import DevNode
 from tests.support.fakeapi import FakeApiServer
 
 from .cdi_schema import check_claim_spec
-from .conftest import NODE, Hardware, cdi_files, new_claim
+from .conftest import Hardware, cdi_files, new_claim
 from .kubelet import TestKubelet
 
 UID = "0f8fad5b-d9cb-469f-a165-70867728950e"  # starts with a digit: needs cdiVersion 0.5.0
@@ -53,55 +50,6 @@ def test_device_without_nodes_is_refused(tmp_path: Path) -> None:
         cdi.build_spec(UID, [Delivery("usb-1-3", (), True)], tmp_path)
     with pytest.raises(SpecError, match="not a DNS label"):
         cdi.build_spec(UID, [Delivery("Bad_Name", (DevNode("x", "c", 1, 1),), True)], tmp_path)
-
-
-def test_atomic_write_never_shows_a_partial_file(tmp_path: Path) -> None:
-    path = tmp_path / f"liken.sh-{UID}.json"
-    big = [Delivery(f"usb-1-{i}", tuple(DevNode(f"input/event{j}", "c", 13, 64 + j)
-                                        for j in range(32)), True) for i in range(1, 40)]
-    specs = [cdi.render(cdi.build_spec(UID, big[:k], tmp_path)) for k in (1, 39)]
-    assert write_atomic(path, specs[0], mode=0o644)
-    stop = threading.Event()
-    seen: list[str] = []
-
-    def reader() -> None:
-        while not stop.is_set():
-            data = path.read_bytes()
-            assert data in specs
-            seen.append(str(len(data)))
-            names = os.listdir(tmp_path)
-            # The temp file is never a name a CDI runtime would load.
-            assert all(n.endswith(".tmp") or n == path.name for n in names), names
-
-    t = threading.Thread(target=reader)
-    t.start()
-    for i in range(100):
-        write_atomic(path, specs[i % 2], mode=0o644)
-    stop.set()
-    t.join()
-    assert seen
-    assert not write_atomic(path, specs[1], mode=0o644)  # same bytes: not rewritten
-    assert os.listdir(tmp_path) == [path.name]
-
-
-def test_state_roundtrip_and_unreadable_state_is_kept_aside(tmp_path: Path) -> None:
-    store = StateStore(tmp_path / "state")
-    store.claims[UID] = PreparedClaim(
-        uid=UID, namespace="ns", name="c", pool=NODE,
-        devices=[PreparedDevice("usb-1-3", ["req"], None)],
-        nodes={"usb-1-3": [DevNode("bus/usb/001/005", "c", 189, 4)]},
-        present={"usb-1-3": False}, usb_interfaces=["1-3:1.0"])
-    store.save()
-    assert oct(store.path.stat().st_mode & 0o777) == "0o600"
-    again = StateStore(tmp_path / "state")
-    again.load()
-    assert again.claims[UID].to_json() == store.claims[UID].to_json()
-    store.path.write_text("{not json")
-    broken = StateStore(tmp_path / "state")
-    broken.load()
-    assert broken.claims == {}
-    kept = [p.name for p in store.path.parent.iterdir() if p.name.startswith("claims.json.bad-")]
-    assert len(kept) == 1
 
 
 def test_orphan_specs_are_swept_at_start(make_plugin, tmp_path: Path) -> None:

@@ -116,10 +116,7 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
     """The prepared claims with the nodes each device delivers now (None: absent)."""
     from .state import read_state
 
-    try:
-        claims = read_state(plugin_state_dir)
-    except FileNotFoundError:
-        return []
+    claims = read_state(plugin_state_dir)  # reads only: beside a running plugin too
     out = []
     for uid, c in sorted(claims.items()):
         devices = []
@@ -140,9 +137,14 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
 
 def run_claims(args: argparse.Namespace) -> int:
     from ..cliargs import sources_from_args
+    from .state import StateError
 
     try:
         view = claims_view(args.state_dir, sources_from_args(args).walk())
+    except StateError as e:
+        print(f"liken-devices claims: {e} (a plugin rebuilds it from the CDI specs at its "
+              "next start)", file=sys.stderr)
+        return 2
     except (OSError, ValueError) as e:
         print(f"liken-devices claims: {e}", file=sys.stderr)
         return 2

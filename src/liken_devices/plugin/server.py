@@ -23,6 +23,7 @@ import errno
 import logging
 import os
 import re
+import secrets
 import socket
 import stat
 import threading
@@ -34,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from ..files import make_dir, sweep_temp, temp_name
+from ..files import make_dir
+from ..inventory.context import InputError
 from .cdi import DRIVER
 from .core import UNIX_PATH_MAX, ClaimRef, PrepareOutcome
 from .gen import (
@@ -60,7 +62,9 @@ SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResource
 HEALTH_TIMEOUT_SECONDS = 60  # how long the kubelet may trust one health message
 SOCKET_MODE = 0o600  # only root (the kubelet) may connect
 PLUGIN_DIR_MODE = 0o700  # a socket directory this plugin has to make: root's only
-TEMP_EXTRA = len(".12345678.1234567890.tmp")  # the temp name a socket is bound at is longer
+# A socket is bound at a short temp name in its directory first: ".lk" and 8 hex digits (a
+# name starting with "." is ignored by the kubelet's watcher).
+_TEMP_SOCKET = re.compile(r"\.lk[0-9a-f]{8}")
 # The kubelet opens one health stream per plugin; a few more cover its reconnects. Each open
 # stream holds a pool thread, so the pool has these on top of the threads for unary calls.
 HEALTH_STREAMS = 4
@@ -70,8 +74,8 @@ MAX_MESSAGE_BYTES = 1 << 20
 MAX_CONCURRENT_RPCS = 64  # beyond: RESOURCE_EXHAUSTED at once, nothing queued without bound
 
 
-class SocketError(RuntimeError):
-    """A socket path the plugin cannot serve on."""
+class SocketError(InputError):
+    """A socket path the plugin cannot serve on (the operator's to fix: exit 2, one line)."""
 
 
 def _claims(request: Any, context: Any) -> list[ClaimRef]:
@@ -209,9 +213,9 @@ def answers(path: Path, timeout: float = 2.0) -> bool:
 
 def check_socket_path(path: Path) -> None:
     """Refuse a path that is too long, or holds something else, or a socket that answers."""
-    if len(os.fsencode(str(path))) + TEMP_EXTRA > UNIX_PATH_MAX:
-        raise SocketError(f"socket path {path} is longer than {UNIX_PATH_MAX - TEMP_EXTRA} "
-                          "bytes")
+    longest = max(len(os.fsencode(str(path))), len(os.fsencode(str(_temp_socket(path)))))
+    if longest > UNIX_PATH_MAX:
+        raise SocketError(f"socket path {path} is longer than {UNIX_PATH_MAX} bytes")
     try:
         st = path.lstat()
     except FileNotFoundError:
@@ -223,7 +227,12 @@ def check_socket_path(path: Path) -> None:
                           "liken-devices plugin or run serving this node?); not replacing it")
 
 
-def remove_dead_sockets(directory: Path, pattern: re.Pattern[str], keep: Path) -> list[str]:
+def _temp_socket(path: Path) -> Path:
+    return path.parent / f".lk{secrets.token_hex(4)}"
+
+
+def remove_dead_sockets(directory: Path, pattern: re.Pattern[str], keep: Path | None = None,
+                        ) -> list[str]:
     """Remove the sockets named by ``pattern`` on which nothing answers (instances that died
     without removing them); a socket that answers is another live instance's and stays."""
     removed: list[str] = []
@@ -310,9 +319,8 @@ class Servers:
             check_socket_path(path)
         make_dir(cfg.plugin_dir, PLUGIN_DIR_MODE)
         make_dir(cfg.registry_dir, PLUGIN_DIR_MODE)
-        for directory, socket_path in ((cfg.plugin_dir, cfg.dra_socket),
-                                       (cfg.registry_dir, cfg.registration_socket)):
-            for name in sweep_temp(directory, socket_path.name):
+        for directory in (cfg.plugin_dir, cfg.registry_dir):
+            for name in remove_dead_sockets(directory, _TEMP_SOCKET):
                 log.info("removed %s, a socket left by a killed plugin", directory / name)
         if cfg.seamless:
             # Sockets of instances that were killed before removing them (an old pod's, or a
@@ -348,7 +356,7 @@ class Servers:
                  cfg.registration_socket)
 
     def _bind(self, server: grpc.Server, path: Path) -> None:
-        tmp = temp_name(path)
+        tmp = _temp_socket(path)
         old = os.umask(0o177)  # the socket is born root-only (rw for its owner)
         try:
             ok = server.add_insecure_port(f"unix:{tmp}") != 0
