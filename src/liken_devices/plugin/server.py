@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from ..errors import InputError
 from ..files import make_dir
-from ..inventory.context import InputError
 from .cdi import DRIVER
 from .core import UNIX_PATH_MAX, ClaimRef, PrepareOutcome
 from .gen import (

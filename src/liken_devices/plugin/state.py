@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from ..files import make_dir, read_bounded, sweep_temp, write_atomic
-from ..inventory.context import InputError
 from ..sysfs.model import DevNode
 from . import cdi
 from .cdi import SpecError
