@@ -14,7 +14,7 @@ import pytest
 
 from liken_devices.media import va
 from liken_devices.media.capabilities import NAMES, capability_flags, log_line
-from liken_devices.media.probe import probe_node, probe_nodes
+from liken_devices.media.probe import MAX_MESSAGES, MAX_TEXT, clean_text, probe_node, probe_nodes
 
 from .conftest import CAPS, FakeGPUs
 
@@ -290,3 +290,84 @@ def test_kernel_driver_name_picks_the_va_driver(gpus: FakeGPUs, tmp_path: Path) 
     assert result.error is None, (result.error, result.messages)
     assert any("iHD_drv_video.so" in m for m in result.messages)
     assert capability_flags(result.raw)["encodeHEVCMain10LowPower"]
+
+
+# ---- a driver that misbehaves: everything it says is bounded and cleaned -----------------------
+
+LACE_CHARS = ("\x1b", "\u202e", "\u2028", "\n")
+
+
+def _clean(text: str) -> bool:
+    return not any(ch in text for ch in LACE_CHARS)
+
+
+def test_a_flood_of_libva_messages_is_counted_not_kept(gpus: FakeGPUs) -> None:
+    node = gpus.add(128, (CAPS / "amd-rdna2-mesa.txt").read_text() + "spam 200000 300\n")
+    result = probe_node(node, 30.0, gpus.env)
+    assert result.error is None, result.error
+    assert len(result.messages) == MAX_MESSAGES + 1
+    assert result.messages[-1].startswith("(") and "more messages not kept" in result.messages[-1]
+    more = int(result.messages[-1][1:].split()[0])
+    assert more > 199000
+    assert all(len(m) <= MAX_TEXT + 16 and _clean(m) for m in result.messages)
+    assert any("\\x1b" in m and "\\u202e" in m for m in result.messages)  # shown, escaped
+
+
+def test_a_huge_vendor_string_is_cut_and_cleaned(gpus: FakeGPUs) -> None:
+    from liken_devices.media.capabilities import log_line
+
+    node = gpus.add(128, (CAPS / "amd-rdna2-mesa.txt").read_text() + "bigvendor 50000000\n")
+    result = probe_node(node, 30.0, gpus.env)
+    assert result.raw is not None, result.error
+    assert len(result.raw.vendor) <= 256 + 3 and _clean(result.raw.vendor)
+    assert result.raw.vendor.startswith("\\x1b[31m\\u202e\\u2028\\x0a")
+    line = log_line("pci-0000-00-02-0", node, result.raw, None)
+    assert len(line) < 2000 and _clean(line)
+    assert capability_flags(result.raw)["decodeAV1Main10"]  # the answer itself is intact
+
+
+def test_child_stderr_is_kept_as_a_short_tail_in_memory(gpus: FakeGPUs,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    def no_files(*_: object, **__: object) -> None:
+        raise AssertionError("the child's stderr must not go to a temporary file")
+
+    for name in ("TemporaryFile", "NamedTemporaryFile", "SpooledTemporaryFile", "mkstemp"):
+        monkeypatch.setattr(tempfile, name, no_files)
+    node = gpus.add(128, (CAPS / "amd-rdna2-mesa.txt").read_text() + "noise 50000000\n")
+    result = probe_node(node, 30.0, gpus.env)
+    assert result.error is None, result.error
+    assert result.stderr.endswith("n" * 100) and len(result.stderr) <= MAX_TEXT + 3
+
+
+def test_a_setsid_helper_neither_loses_the_answer_nor_survives(gpus: FakeGPUs,
+                                                              tmp_path: Path) -> None:
+    pidfile = tmp_path / "helper.pid"
+    node = gpus.add(128, (CAPS / "intel-dg2-ihd.txt").read_text() + f"daemon {pidfile}\n")
+    start = time.monotonic()
+    result = probe_node(node, 10.0, gpus.env)
+    elapsed = time.monotonic() - start
+    assert result.error is None, result.error
+    assert capability_flags(result.raw)["encodeH264LowPower"]
+    assert elapsed < 10.0  # the answer came when the child exited, not at the timeout
+    helper = int(pidfile.read_text())
+    assert not Path(f"/proc/{helper}").exists()  # killed and reaped
+
+
+def test_a_setsid_helper_of_a_hanging_driver_is_ended_too(gpus: FakeGPUs,
+                                                          tmp_path: Path) -> None:
+    pidfile = tmp_path / "helper.pid"
+    node = gpus.add(128, "vendor x\nVAProfileH264High VAEntrypointVLD\n"
+                         f"daemon {pidfile}\nhang vaQueryConfigProfiles\n")
+    result = probe_node(node, 1.0, gpus.env)
+    assert result.error == "timed out after 1 s"
+    helper = int(pidfile.read_text())
+    assert not Path(f"/proc/{helper}").exists()
+
+
+def test_clean_text_escapes_what_could_forge_a_log_line() -> None:
+    assert clean_text("ok\x1b[31m red\u202eevil\u2028fake line\x85") == (
+        "ok\\x1b[31m red\\u202eevil\\u2028fake line\\x85")
+    assert clean_text("x" * 600, 10) == "x" * 10 + "..."
+    assert clean_text("Intel iHD driver - 25.2.3 ()") == "Intel iHD driver - 25.2.3 ()"

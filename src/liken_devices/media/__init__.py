@@ -10,5 +10,6 @@ Modules: :mod:`.va` (libva's constants, pure data), :mod:`.vaapi` (the ctypes qu
 child per render node, in parallel, killed at the timeout), :mod:`.capabilities` (the seed's
 table and log line), :mod:`.devices` (the media.liken.sh devices and slice), :mod:`.agent` (the
 ``run`` loop) and :mod:`.cli` (``scan`` and ``run``). Importing this package never loads libva:
-the parent process must not (libva.md 3.4).
+the parent process must not (a driver that hangs or crashes would take the agent with it;
+docs/media.md, "How it asks").
 """

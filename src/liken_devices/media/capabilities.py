@@ -68,7 +68,7 @@ assert len(NAMES) == 18
 
 def _states(rt: int | None, bit: int) -> bool:
     # VA_ATTRIB_NOT_SUPPORTED shares its bit with VA_RT_FORMAT_PROTECTED: only equality means
-    # "not supported" (libva.md section 1).
+    # "not supported" (va.h, ``VA_ATTRIB_NOT_SUPPORTED``; vainfo reads it the same way).
     return rt is not None and rt != va.VA_ATTRIB_NOT_SUPPORTED and bool(rt & bit)
 
 

@@ -1,7 +1,7 @@
 """``liken-media``: the media capabilities agent's commands.
 
 ``scan`` asks this machine's render nodes and prints the ``<node>-media.liken.sh`` slice, with no
-cluster (issue 5, "Commands"). ``run`` is the agent of the ``media-capabilities`` DaemonSet: it
+cluster (docs/media.md). ``run`` is the agent of the ``media-capabilities`` DaemonSet: it
 asks once at start, publishes, and asks again only when liken publishes a render node it has not
 seen (render-node-capabilities.txt: "The agent queries each render node once, when its pod starts
 or when liken publishes a new render node ... No timer queries again").

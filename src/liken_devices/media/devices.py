@@ -105,8 +105,8 @@ def query_devices(renders: Iterable[PublishedDevice], dev_root: Path = Path("/de
         log.info("%s", media.log_line)
         for message in result.messages:
             log.debug("%s: libva %s", d.name, message)
-        if result.error and result.stderr.strip():
-            log.debug("%s: driver output: %s", d.name, result.stderr.strip()[-1000:])
+        if result.error and result.stderr:
+            log.debug("%s: driver output: %s", d.name, result.stderr)  # a cleaned, short tail
         out.append(media)
     return out
 

@@ -3,13 +3,24 @@
 render-node-capabilities.txt, "When a query fails": a query that fails or runs longer than 20
 seconds publishes the GPU's device with every capability false and no vaDriver. A libva call
 blocked in a driver cannot be interrupted from Python, and a thread stuck in it wedges the whole
-process (reference/libva.md 3.4), so each node is asked by a fresh interpreter running
-:mod:`.child` (``python -m liken_devices.media.child NODE``), in its own process group, which the
-parent kills with SIGKILL when the time is up. All nodes are asked at once, so a hung driver
+process, so each node is asked by a fresh interpreter running :mod:`.child` (``python -m
+liken_devices.media.child NODE``) in its own session, which the parent kills with SIGKILL when
+the time is up (docs/media.md, "How it asks"). All nodes are asked at once, so a hung driver
 costs one timeout, not one per GPU.
 
 The child prints one JSON object on its stdout: ``{"ok": true, "vendor", "pairs", "vpp"}`` or
-``{"ok": false, "error"}``, both with libva's log ``messages``.
+``{"ok": false, "error"}``, both with libva's log ``messages``. A driver is hostile input like any
+other (docs/media.md, "A driver that misbehaves"):
+
+* the answer is read up to ``MAX_ANSWER`` bytes and the child's stderr keeps only its last
+  ``STDERR_TAIL`` bytes, both in memory (no file in /tmp, which the DaemonSet keeps small);
+* the answer is taken when the child exits, not when its pipe closes: a helper the driver forked
+  may hold the pipe open forever;
+* every string that reaches a log (vendor, error, libva's messages, stderr) is cut to a bounded
+  length and count, and its control, line-separator and bidi characters are shown escaped;
+* the agent is a child subreaper (``PR_SET_CHILD_SUBREAPER``): a helper that escaped the child's
+  session with ``setsid()`` becomes the agent's child when the child ends, and every process that
+  appeared during the query and is not a query is killed and reaped.
 """
 
 from __future__ import annotations
@@ -17,10 +28,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,8 +42,14 @@ from typing import Any
 from .capabilities import RawCaps
 
 DEFAULT_TIMEOUT = 20.0  # seconds; render-node-capabilities.txt, "When a query fails"
-REAP_GRACE = 2.0  # after SIGKILL; a child in uninterruptible sleep is left behind (libva.md 3.4)
-STDERR_TAIL = 4096
+REAP_GRACE = 2.0  # after SIGKILL; a child in uninterruptible sleep is left behind
+MAX_ANSWER = 1 << 20  # bytes of JSON; a real answer is a few KiB
+STDERR_TAIL = 4096  # bytes of the child's stderr kept, the last ones
+MAX_MESSAGES = 64  # libva messages kept per node (the child also stops collecting past these)
+MAX_TEXT = 512  # characters of one message, error or stderr tail as logged
+MAX_VENDOR = 256  # characters of the vendor string (vaDriver is cut further, to 64 bytes)
+MAX_PAIRS = 4096  # profile/entrypoint pairs; libva has fewer than 64 profiles and 16 entrypoints
+MAX_FORMATS = 1024  # video processor pixel formats
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +60,7 @@ class ProbeResult:
     raw: RawCaps | None
     error: str | None
     messages: tuple[str, ...] = ()
-    stderr: str = ""  # the tail of what the child (libva, the driver) wrote on stderr
+    stderr: str = ""  # the tail of what the child (libva, the driver) wrote on stderr, cleaned
     seconds: float = 0.0
 
     @property
@@ -50,9 +68,98 @@ class ProbeResult:
         return self.raw is not None
 
 
+# Characters that change how a log line reads rather than what it says: C0 and C1 controls
+# (escape sequences start with ESC or CSI), Unicode line and paragraph separators, and the
+# bidirectional embeddings, overrides and isolates (the "Trojan Source" characters).
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                  "\u2066\u2067\u2068\u2069")
+
+
+def clean_text(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` cut to ``limit`` characters, every control, separator or bidi character shown
+    as an escape (``\\x1b``, ``\\u202e``), so it cannot forge or reorder a log line."""
+    cut = text[:limit]
+    out = []
+    for ch in cut:
+        code = ord(ch)
+        if code < 0x20 or 0x7F <= code <= 0x9F:
+            out.append(f"\\x{code:02x}")
+        elif ch in _BIDI or code in (0x2028, 0x2029, 0xFEFF):
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    cleaned = "".join(out)
+    if len(text) > limit or len(cleaned) > limit:
+        return cleaned[:limit] + "..."
+    return cleaned
+
+
 def child_command() -> list[str]:
-    """The child's command line, without the node (a fresh interpreter: libva.md 3.4)."""
+    """The child's command line, without the node (a fresh interpreter)."""
     return [sys.executable, "-m", "liken_devices.media.child"]
+
+
+# ---- processes ------------------------------------------------------------------------------
+
+_queries: set[int] = set()  # pids of the children running a query now (every thread)
+_queries_lock = threading.Lock()
+_subreaper_lock = threading.Lock()
+_subreaper = False
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt its descendants' orphans (Linux ``PR_SET_CHILD_SUBREAPER``)."""
+    global _subreaper
+    with _subreaper_lock:
+        if _subreaper:
+            return True
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            _subreaper = libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        except (OSError, AttributeError):
+            _subreaper = False
+        return _subreaper
+
+
+def children() -> set[int]:
+    """The pids whose parent is this process (zombies included)."""
+    me = os.getpid()
+    out = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read(1024)
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and fields[1] == str(me).encode():
+            out.add(int(entry.name))
+    return out
+
+
+def _end_leftovers(before: set[int]) -> None:
+    """Kill and reap every child that appeared since ``before`` and is no running query: the
+    orphans a query's driver left (a setsid() helper, its own children as they are orphaned)."""
+    deadline = time.monotonic() + REAP_GRACE
+    while True:
+        with _queries_lock:
+            running = set(_queries)
+        strays = children() - before - running
+        if not strays:
+            return
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in strays:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
 
 
 def probe_node(node: str, timeout: float = DEFAULT_TIMEOUT,
@@ -60,30 +167,133 @@ def probe_node(node: str, timeout: float = DEFAULT_TIMEOUT,
                command: Sequence[str] | None = None) -> ProbeResult:
     """Ask one node's driver in a child process; never raises."""
     start = time.monotonic()
+    become_subreaper()
+    before = children()
     cmd = [*(command or child_command()), node]
-    with tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=err, close_fds=True, process_group=0,
-                                    env=None if env is None else dict(env))
-        except OSError as exc:
-            return ProbeResult(node, None, f"cannot start the query: {exc}",
-                               seconds=time.monotonic() - start)
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, close_fds=True, start_new_session=True,
+                                env=None if env is None else dict(env))
+    except OSError as exc:
+        return ProbeResult(node, None, clean_text(f"cannot start the query: {exc}"),
+                           seconds=time.monotonic() - start)
+    with _queries_lock:
+        _queries.add(proc.pid)
+    try:
+        out, err, why = _collect(proc, start + timeout)
+        if why == "timeout":
+            error = f"timed out after {timeout:g} s"
+        elif why == "too large":
+            error = f"gave an answer larger than {MAX_ANSWER} bytes"
+        else:
+            error = None
+        if error is not None:
+            _kill_session(proc)
             # A child stuck in the kernel dies when its ioctl returns: do not wait for it.
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.communicate(timeout=REAP_GRACE)
-            return ProbeResult(node, None, f"timed out after {timeout:g} s",
-                               stderr=_tail(err), seconds=time.monotonic() - start)
-        elapsed = time.monotonic() - start
-        stderr = _tail(err)
+                proc.wait(REAP_GRACE)
+    finally:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        with _queries_lock:
+            _queries.discard(proc.pid)
+        _end_leftovers(before)
+    elapsed = time.monotonic() - start
+    stderr = _clean_tail(err)
+    if error is not None:
+        return ProbeResult(node, None, error, stderr=stderr, seconds=elapsed)
     rc = proc.returncode
-    if rc < 0:
+    if rc is not None and rc < 0:
         return ProbeResult(node, None, f"crashed: signal {-rc}", stderr=stderr, seconds=elapsed)
-    return _parse(node, out, rc, stderr, elapsed)
+    return _parse(node, out, rc or 0, stderr, elapsed)
+
+
+def _collect(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bytes, str]:
+    """Read the child's stdout (bounded) and stderr (its tail) until it exits or the deadline
+    passes; (answer, stderr tail, "exited" | "timeout" | "too large").
+
+    The end is the child's exit, watched through a pidfd, not its pipes' end-of-file: whatever
+    the child wrote before exiting is in the pipe by then, and a helper that inherited the pipe
+    cannot hold the answer back."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    sel = selectors.DefaultSelector()
+    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    for fd in streams:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    pidfd = -1
+    with contextlib.suppress(OSError, AttributeError):
+        pidfd = os.pidfd_open(proc.pid)
+        sel.register(pidfd, selectors.EVENT_READ)
+    try:
+        while True:
+            exited = proc.poll() is not None
+            if exited or not streams:
+                if not exited:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(max(0.0, deadline - time.monotonic()))
+                    if proc.poll() is None:
+                        return bytes(out), bytes(err), "timeout"
+                for fd in list(streams):  # what the child wrote before it exited
+                    if _drain(fd, streams[fd], out is streams[fd]) is None:
+                        return bytes(out), bytes(err), "too large"
+                return bytes(out), bytes(err), "exited"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return bytes(out), bytes(err), "timeout"
+            # Without a pidfd (an old kernel), look at the child every 50 ms.
+            events = sel.select(remaining if pidfd >= 0 else min(remaining, 0.05))
+            for key, _ in events:
+                fd = int(key.fd)
+                if fd not in streams:
+                    continue  # the pidfd: the loop's head sees the exit
+                buf = streams[fd]
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    sel.unregister(fd)
+                    del streams[fd]
+                    continue
+                if not _keep(buf, data, buf is out):
+                    return bytes(out), bytes(err), "too large"
+    finally:
+        sel.close()
+        if pidfd >= 0:
+            os.close(pidfd)
+
+
+def _keep(buf: bytearray, data: bytes, answer: bool) -> bool:
+    """Append ``data``: the answer up to MAX_ANSWER (False past it), stderr as a rolling tail."""
+    buf += data
+    if answer:
+        return len(buf) <= MAX_ANSWER
+    if len(buf) > STDERR_TAIL:
+        del buf[:-STDERR_TAIL]
+    return True
+
+
+def _drain(fd: int, buf: bytearray, answer: bool) -> bytearray | None:
+    """Read what is in the pipe now, without waiting (bounded: a helper may keep writing)."""
+    for _ in range(MAX_ANSWER // 65536 + 2):
+        try:
+            data = os.read(fd, 65536)
+        except (BlockingIOError, OSError):
+            return buf
+        if not data:
+            return buf
+        if not _keep(buf, data, answer):
+            return None
+    return buf
+
+
+def _clean_tail(err: bytes) -> str:
+    text = err.decode("utf-8", errors="replace").strip()
+    return clean_text(text[-MAX_TEXT:])
 
 
 def probe_nodes(nodes: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
@@ -98,24 +308,13 @@ def probe_nodes(nodes: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
         return {n: f.result() for n, f in futures.items()}
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_session(proc: subprocess.Popen[bytes]) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the child leads its own group (process_group=0)
+        os.killpg(proc.pid, signal.SIGKILL)  # the child leads its own session and group
     except ProcessLookupError:
         pass
     except PermissionError:
         proc.kill()
-
-
-def _tail(f: Any) -> str:
-    try:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - STDERR_TAIL))
-        data: bytes = f.read()
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace")
 
 
 def _parse(node: str, out: bytes, rc: int, stderr: str, elapsed: float) -> ProbeResult:
@@ -123,13 +322,23 @@ def _parse(node: str, out: bytes, rc: int, stderr: str, elapsed: float) -> Probe
         doc = json.loads(out.decode("utf-8"))
         if not isinstance(doc, dict):
             raise ValueError("not a JSON object")
-        messages = tuple(str(m) for m in doc.get("messages") or ())
+        raw_messages = doc.get("messages")
+        if raw_messages is None:
+            raw_messages = []
+        if not isinstance(raw_messages, list):
+            raise TypeError("messages is not a list")
+        messages = tuple(clean_text(str(m)) for m in raw_messages[:MAX_MESSAGES])
+        dropped = doc.get("dropped")
+        if len(raw_messages) > MAX_MESSAGES or (isinstance(dropped, int) and dropped > 0):
+            more = max(0, len(raw_messages) - MAX_MESSAGES) + \
+                (dropped if isinstance(dropped, int) and dropped > 0 else 0)
+            messages += (f"({more} more messages not kept)",)
         if not doc.get("ok"):
-            error = str(doc.get("error") or "query failed")
+            error = clean_text(str(doc.get("error") or "query failed"))
             return ProbeResult(node, None, error, messages, stderr, elapsed)
         raw = _raw_caps(doc)
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
-        why = f"exited with status {rc}" if rc else f"gave no answer ({exc})"
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError, RecursionError) as exc:
+        why = f"exited with status {rc}" if rc else f"gave no answer ({clean_text(str(exc), 80)})"
         return ProbeResult(node, None, why, (), stderr, elapsed)
     if rc != 0:
         return ProbeResult(node, None, f"exited with status {rc}", messages, stderr, elapsed)
@@ -140,7 +349,10 @@ def _raw_caps(doc: Mapping[str, Any]) -> RawCaps:
     vendor = doc["vendor"]
     if not isinstance(vendor, str):
         raise TypeError("vendor is not a string")
+    vendor = clean_text(vendor, MAX_VENDOR)
     pairs: list[tuple[int, int, int | None]] = []
+    if not isinstance(doc["pairs"], list) or len(doc["pairs"]) > MAX_PAIRS:
+        raise TypeError(f"pairs is not a list of at most {MAX_PAIRS}")
     for item in doc["pairs"]:
         profile, entrypoint, rt = item
         if not isinstance(profile, int) or not isinstance(entrypoint, int):
@@ -151,6 +363,8 @@ def _raw_caps(doc: Mapping[str, Any]) -> RawCaps:
     vpp_raw = doc.get("vpp")
     vpp: tuple[int, ...] | None = None
     if vpp_raw is not None:
+        if not isinstance(vpp_raw, list) or len(vpp_raw) > MAX_FORMATS:
+            raise TypeError(f"vpp is not a list of at most {MAX_FORMATS}")
         if not all(isinstance(x, int) for x in vpp_raw):
             raise TypeError("a pixel format is not an integer")
         vpp = tuple(vpp_raw)

@@ -1,9 +1,8 @@
 """libva's constants the agent needs, as plain numbers (no libva is loaded here).
 
-The values are libva ABI, append-only across libva 2.x (``/usr/include/va/va.h``, checked in
-reference/libva.md section 1). Both the child that queries and the parent that maps the answer
-use them, and the parent must never load libva (libva.md 3.4), so they live apart from
-:mod:`.vaapi`.
+The values are libva ABI, append-only across libva 2.x (libva's ``va/va.h``). Both the child
+that queries and the parent that maps the answer use them, and the parent must never load libva
+(docs/media.md, "How it asks"), so they live apart from :mod:`.vaapi`.
 """
 
 from __future__ import annotations

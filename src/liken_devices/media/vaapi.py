@@ -4,9 +4,14 @@ render-node-capabilities.txt, "Where the values come from": the agent opens the 
 libva and sends the queries vainfo sends (vaQueryConfigProfiles, vaQueryConfigEntrypoints), plus
 vaGetConfigAttributes(RTFormat) for each pair and, for VAProfileNone/VideoProc, vaCreateConfig +
 vaQuerySurfaceAttributes for the pixel formats. The call sequence follows vainfo's
-(reference/libva.md section 2). Importing this module loads libva.so.2 and libva-drm.so.2, so
+(docs/media.md, "How it asks"). Importing this module loads libva.so.2 and libva-drm.so.2, so
 only :mod:`.probe`'s child imports it; a driver that hangs or crashes then takes down only that
-child (libva.md 3.4).
+child.
+
+What the driver says is bounded here already, so the child's own memory stays small whatever
+the driver does: strings are read with ``strnlen`` up to ``MAX_STRING`` bytes (never the whole
+of a 50 MB vendor string), at most ``MAX_MESSAGES`` of libva's messages are kept (the rest only
+counted), and the profile and entrypoint arrays the driver asks for are refused past a bound.
 """
 
 from __future__ import annotations
@@ -49,25 +54,32 @@ class VASurfaceAttrib(Structure):
     _fields_ = (("type", c_int), ("flags", c_uint32), ("value", VAGenericValue))
 
 
-# The layouts of va.h on LP64 (x86_64, aarch64), as libva.md section 1 measured them: a wrong
+# The layouts of va.h on LP64 (x86_64, aarch64), as sizeof/offsetof give them there: a wrong
 # layout would read garbage silently, so refuse to run instead.
 assert sizeof(VAConfigAttrib) == 8 and VAConfigAttrib.value.offset == 4
 assert sizeof(VAGenericValue) == 16 and VAGenericValue.value.offset == 8
 assert sizeof(VASurfaceAttrib) == 24 and VASurfaceAttrib.value.offset == 8
 
-MessageCallback = CFUNCTYPE(None, c_void_p, c_char_p)
+# The message is read through a bare pointer, so ctypes does not copy a string of any length.
+MessageCallback = CFUNCTYPE(None, c_void_p, c_void_p)
+
+MAX_STRING = 4096  # bytes read of any string the driver or libva hands over
+MAX_MESSAGES = 64  # messages kept; the parent keeps as many
+MAX_PROFILES = 1024  # array sizes a driver may ask for (libva knows fewer than 64 profiles)
+MAX_ENTRYPOINTS = 256
 
 
 class QueryError(Exception):
     """A libva call failed; the message names the call and libva's error text."""
 
-    def __init__(self, text: str, messages: list[str] | None = None) -> None:
+    def __init__(self, text: str, messages: list[str] | None = None, dropped: int = 0) -> None:
         super().__init__(text)
         self.messages = list(messages or [])
+        self.dropped = dropped
 
 
 def _load() -> tuple[ctypes.CDLL, ctypes.CDLL]:
-    # The sonames: the unversioned libva.so exists only with libva-dev (libva.md section 2).
+    # The sonames: the unversioned libva.so exists only with the -dev package.
     libva = ctypes.CDLL("libva.so.2")
     libva_drm = ctypes.CDLL("libva-drm.so.2")
     dpy = c_void_p
@@ -77,7 +89,7 @@ def _load() -> tuple[ctypes.CDLL, ctypes.CDLL]:
         "vaSetInfoCallback": (c_void_p, [dpy, MessageCallback, c_void_p]),
         "vaInitialize": (c_int, [dpy, POINTER(c_int), POINTER(c_int)]),
         "vaTerminate": (c_int, [dpy]),
-        "vaQueryVendorString": (c_char_p, [dpy]),
+        "vaQueryVendorString": (c_void_p, [dpy]),
         "vaMaxNumProfiles": (c_int, [dpy]),
         "vaMaxNumEntrypoints": (c_int, [dpy]),
         "vaQueryConfigProfiles": (c_int, [dpy, POINTER(c_int), POINTER(c_int)]),
@@ -110,6 +122,7 @@ class Answer:
         self.pairs: list[tuple[int, int, int | None]] = []
         self.vpp_formats: list[int] | None = None
         self.messages: list[str] = []
+        self.dropped = 0
 
 
 class Session:
@@ -120,19 +133,26 @@ class Session:
         self.libva, self.libva_drm = _load()
         self.messages: list[str] = []
         self.errors: list[str] = []
-        # Keep the callbacks referenced while libva may call them (libva.md section 2).
+        self.dropped = 0  # messages past MAX_MESSAGES, counted only
+        # Keep the callbacks referenced while libva may call them (ctypes frees them otherwise).
         self._on_error = MessageCallback(self._error)
         self._on_info = MessageCallback(self._info)
         self.fd = -1
         self.dpy: int | None = None
 
-    def _error(self, _ctx: int | None, message: bytes | None) -> None:
-        text = _text(message)
+    def _error(self, _ctx: int | None, message: int | None) -> None:
+        if len(self.messages) >= MAX_MESSAGES:
+            self.dropped += 1
+            return
+        text = _bounded(message)
         self.messages.append("error: " + text)
         self.errors.append(text)
 
-    def _info(self, _ctx: int | None, message: bytes | None) -> None:
-        self.messages.append("info: " + _text(message))
+    def _info(self, _ctx: int | None, message: int | None) -> None:
+        if len(self.messages) >= MAX_MESSAGES:
+            self.dropped += 1
+            return
+        self.messages.append("info: " + _bounded(message))
 
     def fail(self, call: str, status: int) -> QueryError:
         # VA_STATUS_ERROR_UNKNOWN (0xFFFFFFFF) arrives as -1 through c_int: mask it.
@@ -164,14 +184,20 @@ class Session:
         self.check("vaInitialize", self.libva.vaInitialize(dpy, byref(major), byref(minor)))
         self.dpy = dpy
         answer = Answer(version=(major.value, minor.value))
-        answer.vendor = _text(self.libva.vaQueryVendorString(dpy))
+        answer.vendor = _bounded(self.libva.vaQueryVendorString(dpy))
 
         max_profiles = max(int(self.libva.vaMaxNumProfiles(dpy)), 1)
+        if max_profiles > MAX_PROFILES:
+            raise QueryError(f"the driver asks room for {max_profiles} profiles (at most "
+                             f"{MAX_PROFILES} make sense)")
         profiles = (c_int * max_profiles)()
         count = c_int(0)
         self.check("vaQueryConfigProfiles",
                    self.libva.vaQueryConfigProfiles(dpy, profiles, byref(count)))
         max_entrypoints = max(int(self.libva.vaMaxNumEntrypoints(dpy)), 1)
+        if max_entrypoints > MAX_ENTRYPOINTS:
+            raise QueryError(f"the driver asks room for {max_entrypoints} entrypoints (at most "
+                             f"{MAX_ENTRYPOINTS} make sense)")
         for profile in list(profiles)[: min(count.value, max_profiles)]:
             entrypoints = (c_int * max_entrypoints)()
             n = c_int(0)
@@ -188,6 +214,7 @@ class Session:
         if (va.VAProfileNone, va.VAEntrypointVideoProc) in {(p, e) for p, e, _ in answer.pairs}:
             answer.vpp_formats = self.video_processor_formats(dpy)
         answer.messages = self.messages
+        answer.dropped = self.dropped
         return answer
 
     def video_processor_formats(self, dpy: int) -> list[int]:
@@ -198,7 +225,7 @@ class Session:
                                              None, 0, byref(config)))
         try:
             # A NULL list gets an upper bound; the second call writes back the real count
-            # (libva.md section 2). A driver may still ask for more: grow once more then.
+            # (va.h). A driver may still ask for more: grow once more then.
             n = c_uint(0)
             self.check("vaQuerySurfaceAttributes",
                        self.libva.vaQuerySurfaceAttributes(dpy, config, None, byref(n)))
@@ -235,10 +262,27 @@ def query_node(node: str) -> Answer:
     try:
         return session.query()
     except QueryError as exc:
-        raise QueryError(str(exc), session.messages) from exc
+        raise QueryError(str(exc), session.messages, session.dropped) from exc
     finally:
         session.close()
 
 
 def _text(raw: bytes | None) -> str:
-    return "" if raw is None else raw.decode("utf-8", errors="replace").rstrip("\n")
+    return "" if raw is None else raw[:MAX_STRING].decode("utf-8", errors="replace").rstrip("\n")
+
+
+_strnlen: Any = None
+
+
+def _bounded(ptr: int | None) -> str:
+    """The NUL-terminated string at ``ptr``, at most MAX_STRING bytes of it."""
+    global _strnlen
+    if not ptr:
+        return ""
+    if _strnlen is None:
+        fn = ctypes.CDLL(None).strnlen
+        fn.restype = ctypes.c_size_t
+        fn.argtypes = [c_void_p, ctypes.c_size_t]
+        _strnlen = fn
+    size = int(_strnlen(ptr, MAX_STRING))
+    return _text(ctypes.string_at(ptr, size))

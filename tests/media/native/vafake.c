@@ -22,6 +22,15 @@
  *   crash <vaFunction>                      abort() in that call
  *   say <text>                              printf the text on stdout at init, as chatty
  *                                           drivers do
+ * Misbehaviour a hostile or broken driver shows (all at init):
+ *   spam <count> [bytes]                    send <count> info messages through libva's
+ *                                           callback, each <bytes> long (default 40) and laced
+ *                                           with an escape sequence and a bidi override
+ *   bigvendor <bytes>                       a vendor string of <bytes> bytes, laced the same way
+ *   noise <bytes>                           write <bytes> bytes on stderr
+ *   daemon <pidfile>                        fork a helper that calls setsid(), writes its pid to
+ *                                           <pidfile> and sleeps forever holding every inherited
+ *                                           descriptor (the answer's pipe included)
  * <vaFunction> is vaInitialize (the driver's init), vaTerminate, vaQueryConfigProfiles,
  * vaQueryConfigEntrypoints, vaGetConfigAttributes, vaCreateConfig, vaDestroyConfig or
  * vaQuerySurfaceAttributes.
@@ -38,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <va/va.h>
@@ -63,6 +73,10 @@ static int nfaults;
 static struct config configs[MAX_CONFIGS];
 static char vendor[512] = "vafake test driver";
 static char say[512];
+static long spam_count, spam_bytes = 40, bigvendor_bytes, noise_bytes;
+static char daemon_pidfile[PATH_MAX];
+/* ESC [31m (a terminal colour), U+202E RIGHT-TO-LEFT OVERRIDE, U+2028 LINE SEPARATOR, newline. */
+static const char LACE[] = "\x1b[31m\xe2\x80\xae\xe2\x80\xa8\n";
 
 static const struct { const char *name; unsigned int value; } rt_names[] = {
     {"YUV420", VA_RT_FORMAT_YUV420}, {"YUV422", VA_RT_FORMAT_YUV422},
@@ -165,6 +179,16 @@ static int load_caps(const char *path)
             snprintf(say, sizeof(say), "%s", s + 4);
             continue;
         }
+        if (strncmp(s, "daemon ", 7) == 0) {
+            snprintf(daemon_pidfile, sizeof(daemon_pidfile), "%s", s + 7);
+            continue;
+        }
+        if (sscanf(s, "spam %ld %ld", &spam_count, &spam_bytes) >= 1)
+            continue;
+        if (sscanf(s, "bigvendor %ld", &bigvendor_bytes) == 1)
+            continue;
+        if (sscanf(s, "noise %ld", &noise_bytes) == 1)
+            continue;
         char *save = NULL;
         char *tok = strtok_r(s, " \t", &save);
         if (strcmp(tok, "vpp") == 0) {
@@ -502,6 +526,52 @@ static int caps_path(VADriverContextP ctx, char *out, size_t len)
     return 0;
 }
 
+/* A buffer of <n> bytes: text laced with LACE every 64 bytes, NUL-terminated. */
+static char *laced(long n)
+{
+    char *buf = malloc((size_t)n + 1);
+    if (!buf)
+        abort();
+    for (long i = 0; i < n; i++)
+        buf[i] = (char)('a' + i % 26);
+    for (long i = 0; i + (long)sizeof(LACE) - 1 <= n; i += 64)
+        memcpy(buf + i, LACE, sizeof(LACE) - 1);
+    buf[n] = 0;
+    return buf;
+}
+
+static void misbehave(VADriverContextP ctx)
+{
+    if (daemon_pidfile[0]) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            setsid();
+            FILE *f = fopen(daemon_pidfile, "w");
+            if (f) {
+                fprintf(f, "%d\n", (int)getpid());
+                fclose(f);
+            }
+            for (;;)
+                pause();
+        }
+    }
+    if (noise_bytes > 0) {
+        char chunk[4096];
+        memset(chunk, 'n', sizeof(chunk));
+        for (long left = noise_bytes; left > 0; left -= (long)sizeof(chunk))
+            if (write(2, chunk, left < (long)sizeof(chunk) ? (size_t)left : sizeof(chunk)) < 0)
+                break;
+    }
+    if (spam_count > 0 && ctx->info_callback) {
+        char *msg = laced(spam_bytes);
+        for (long i = 0; i < spam_count; i++)
+            ctx->info_callback(ctx, msg);
+        free(msg);
+    }
+    if (bigvendor_bytes > 0)
+        ctx->str_vendor = laced(bigvendor_bytes); /* kept for the display's life */
+}
+
 VAStatus __vaDriverInit_1_0(VADriverContextP ctx);
 
 VAStatus __vaDriverInit_1_0(VADriverContextP ctx)
@@ -567,6 +637,7 @@ VAStatus __vaDriverInit_1_0(VADriverContextP ctx)
     ctx->max_subpic_formats = 1;
     ctx->max_display_attributes = 1;
     ctx->str_vendor = vendor;
+    misbehave(ctx);
     return VA_STATUS_SUCCESS;
 }
 
