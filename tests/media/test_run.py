@@ -153,6 +153,7 @@ def test_run_without_cluster_config_is_a_clear_error(
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     (tmp_path / "sys" / "devices").mkdir(parents=True)
+    (tmp_path / "sys" / "dev" / "char").mkdir(parents=True)  # a sysfs tree, if an empty one
     args = build_parser().parse_args(["run", "--sysfs", str(tmp_path / "sys"), "--node", NODE])
     assert run_agent(args) == 2
     assert "give --kubeconfig" in caplog.text
