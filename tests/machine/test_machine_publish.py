@@ -36,6 +36,7 @@ def write_fixture(sysfs: Path) -> None:
     link(dev / "subsystem", sysfs / "bus" / "pci")
     link(sysfs / "bus" / "pci" / "devices" / "0000:00:1b.0", dev)
     (sysfs / "class" / "tty").mkdir(parents=True)
+    (sysfs / "dev" / "char").mkdir(parents=True)  # the kernel's index of nodes, empty for now
 
 
 class BindingLoader:

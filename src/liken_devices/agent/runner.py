@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import DRIVER
+from ..errors import InputError
 from ..files import write_atomic
 from ..inventory import Inventory, MachineSpec, Sources, build_inventory
+from ..machine.conditions import spec_condition
 from .metrics import AgentMetrics
 from .uevent import MAX_WAIT, QUIET, Debouncer, UeventSocket, wakes_walk
 
@@ -130,6 +132,8 @@ class Agent:
         self._offline_status: dict[str, Any] | None = None
         self.inventory: Inventory | None = None
         self._walked_spec: MachineSpec | None = None
+        self._file_spec = MachineSpec()  # the last good spec of --machine FILE
+        self._file_spec_error: str | None = None
         self.walks = 0
         self.ready = threading.Event()  # set after the first walk's publish
         self._pass_started: float | None = None  # a pass is running since (monotonic)
@@ -202,7 +206,30 @@ class Agent:
         if self.reporter is not None:
             spec: MachineSpec = self.reporter.spec
             return spec
-        return self.config.sources.machine()
+        return self._read_file_spec()
+
+    def _read_file_spec(self) -> MachineSpec:
+        """``--machine FILE``'s spec. A file that became malformed (or unreadable) keeps the
+        last good spec: the error is logged once and the ``SpecValid`` condition says it."""
+        try:
+            spec = self.config.sources.machine()
+        except InputError as exc:
+            if str(exc) != self._file_spec_error:
+                log.error("%s; keeping the last good spec", exc)
+                self._file_spec_error = str(exc)
+            return self._file_spec
+        if self._file_spec_error is not None:
+            log.warning("the machine file is valid again")
+            self._file_spec_error = None
+        self._file_spec = spec
+        return spec
+
+    def spec_error(self) -> str | None:
+        """Why the current spec was refused and the last good one is used, or None."""
+        if self.reporter is not None:
+            error: str | None = self.reporter.spec_error
+            return error
+        return self._file_spec_error
 
     def fresh_walk(self) -> Inventory:
         """A new walk for the plugin's prepare (thread-safe: a new snapshot each time)."""
@@ -341,6 +368,9 @@ class Agent:
                 fragment = self.machine_side.apply(spec, snapshot)
             except Exception:
                 log.exception("the machine side failed")
+        fragment = dict(fragment or {})
+        fragment["conditions"] = [*fragment.get("conditions", []),
+                                  spec_condition(self.spec_error())]
         if self.reporter is not None:
             try:
                 self.reporter.set_status(inv, fragment)

@@ -12,23 +12,17 @@ from __future__ import annotations
 import logging
 import os
 import platform
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from ..errors import InputError as InputError  # re-exported: its home for the layers above
 from ..sysfs.model import Snapshot
 from .catalogs import Catalogs
-from .model import Facts, Inventory, MachineSpec, SerioEntry
-from .modname import is_module_name
+from .machinefile import parse_machine as parse_machine
+from .machinefile import read_machine_file
+from .model import Facts, Inventory, MachineSpec
 
 log = logging.getLogger(__name__)
-
-SERIO_PROTOCOLS = ("pulse8-cec", "rainshadow-cec")
-_HEX4 = re.compile(r"[0-9a-f]{4}")  # fullmatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,71 +54,6 @@ def read_facts(root: Path) -> Facts:
         return Facts(frozenset(parts))
     except (OSError, UnicodeDecodeError) as exc:
         return Facts(None, f"cannot read facts under {root}: {exc}")
-
-
-def parse_machine(doc: Any, origin: str = "machine") -> MachineSpec:
-    """A Machine object (or just its spec) as a :class:`MachineSpec`; InputError when malformed."""
-    if doc is None:
-        return MachineSpec()
-    if not isinstance(doc, dict):
-        kind = type(doc).__name__
-        raise InputError(f"{origin}: expected a Machine object or its spec, got {kind}")
-    if "kind" in doc or "apiVersion" in doc:
-        if doc.get("kind") != "Machine":
-            raise InputError(f"{origin}: kind is {doc.get('kind')!r}, expected Machine")
-        spec = doc.get("spec") or {}
-    elif "spec" in doc and not {"modules", "serio"} & doc.keys():
-        spec = doc.get("spec") or {}  # a Machine without its type header
-    else:
-        spec = doc  # just the spec
-    if not isinstance(spec, dict):
-        raise InputError(f"{origin}: spec must be a mapping")
-    modules_raw = spec.get("modules") or []
-    if not isinstance(modules_raw, list):
-        raise InputError(f"{origin}: spec.modules must be a list of module names")
-    modules: list[str] = []
-    for m in modules_raw:
-        if not is_module_name(m):
-            raise InputError(f"{origin}: spec.modules: {m!r} is not a module name")
-        modules.append(m)
-    serio_raw = spec.get("serio") or []
-    if not isinstance(serio_raw, list):
-        raise InputError(f"{origin}: spec.serio must be a list")
-    serio: list[SerioEntry] = []
-    for i, entry in enumerate(serio_raw):
-        where = f"{origin}: spec.serio[{i}]"
-        if not isinstance(entry, dict):
-            raise InputError(f"{where} must be a mapping")
-        protocol = entry.get("protocol")
-        if protocol not in SERIO_PROTOCOLS:
-            raise InputError(f"{where}.protocol must be one of {', '.join(SERIO_PROTOCOLS)}")
-        ids = []
-        for key in ("vendor", "product"):
-            value = str(entry.get(key, "")).lower().removeprefix("0x")
-            if not _HEX4.fullmatch(value):
-                raise InputError(f"{where}.{key} must be 4 hex digits (the adapter's USB ID)")
-            ids.append(value)
-        serial = entry.get("serial")
-        if serial is not None and not isinstance(serial, str | int):
-            raise InputError(f"{where}.serial must be a string")
-        serio.append(SerioEntry(str(protocol), ids[0], ids[1],
-                                None if serial is None else str(serial)))
-    return MachineSpec(tuple(modules), tuple(serio))
-
-
-def read_machine_file(path: Path) -> MachineSpec:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read machine file {path}: {exc.strerror or exc}") from exc
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "parse error"
-        raise InputError(f"machine file {path} is not valid YAML{where}: {problem}") from exc
-    return parse_machine(doc, str(path))
 
 
 def default_modules_dir() -> Path:

@@ -99,6 +99,11 @@ class MachineReporter:
             return self._spec
 
     @property
+    def spec_error(self) -> str | None:
+        """Why the Machine's current spec was refused (the previous one is kept), or None."""
+        return self._bad_spec_said
+
+    @property
     def generation(self) -> int | None:
         with self._lock:
             if self._machine is None:

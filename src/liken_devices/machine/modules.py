@@ -208,7 +208,13 @@ class ModuleManager:
                 continue  # a name written twice is one module, reported once
             seen.add(norm)
             self._declared_ever[norm] = name
-            status = self._decide(name, tree, loaded, key, dry_run)
+            try:
+                status = self._decide(name, tree, loaded, key, dry_run)
+            except Exception as exc:  # this name's row says it; the other names go on
+                log.warning("module %s: %s", name, exc)
+                status = ModuleStatus(name, "Failed", f"cannot load: {type(exc).__name__}: "
+                                      f"{exc}; tried again when spec.modules or the module "
+                                      "tree changes")
             out.append(status)
         for norm, name in sorted(self._declared_ever.items()):
             if norm in seen:

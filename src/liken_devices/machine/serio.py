@@ -249,8 +249,16 @@ class _Line:
     releasing: bool = False
 
 
-def _errtext(exc: OSError) -> str:
-    return f"[Errno {exc.errno}] {exc.strerror or os.strerror(exc.errno or 0)}"
+def _errtext(exc: BaseException) -> str:
+    """The kernel's words for a failed call: ``[Errno 25] Inappropriate ioctl for device``.
+
+    ``termios.error`` is not an ``OSError``; its arguments are the same (errno, text).
+    """
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"[Errno {exc.errno}] {exc.strerror or os.strerror(exc.errno)}"
+    if isinstance(exc, termios.error) and len(exc.args) == 2 and isinstance(exc.args[0], int):
+        return f"[Errno {exc.args[0]}] {exc.args[1]}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class SerioManager:
@@ -279,8 +287,14 @@ class SerioManager:
             wanted: dict[tuple[SerioEntry, str], Adapter] = {}
             owner: dict[str, SerioEntry] = {}  # tty path -> the first entry that matched it
             doubles: list[tuple[SerioEntry, Adapter]] = []
+            broken: dict[SerioEntry, str] = {}
             for entry in entries:
-                for adapter in find_adapters(entry, snapshot, self.dev_root):
+                try:
+                    adapters = find_adapters(entry, snapshot, self.dev_root)
+                except Exception as exc:  # this entry's row says it; the others go on
+                    broken[entry] = f"cannot match the adapters: {_errtext(exc)}"
+                    continue
+                for adapter in adapters:
                     if adapter.tty_path in owner:
                         doubles.append((entry, adapter))  # one line speaks one protocol
                         continue
@@ -293,6 +307,9 @@ class SerioManager:
                     del self._lines[key]
             rows: list[dict[str, str]] = []
             for entry in entries:
+                if entry in broken:
+                    rows.append(_row(entry, None, "Failed", broken[entry]))
+                    continue
                 keys = [k for k in wanted if k[0] == entry]
                 mine = [a for e, a in doubles if e == entry]
                 for adapter in mine:
@@ -313,7 +330,11 @@ class SerioManager:
                             continue
                         line = self._attach(entry, wanted[key])
                         self._lines[key] = line
-                    self._check(line)
+                    try:
+                        self._check(line)
+                    except Exception as exc:  # the holder cannot be asked: say so, go on
+                        line.state = "Failed"
+                        line.message = f"cannot check the holder: {_errtext(exc)}"
                     rows.append(_row(entry, line.adapter.tty, line.state, line.message))
             return rows
 
@@ -359,7 +380,9 @@ class SerioManager:
             ops.ioctl(fd, SPIOCSTYPE, struct.pack(ULONG, SERIO_TYPES[entry.protocol]))
             step = f"start the holder of {path}"
             holder = ops.spawn_holder(fd)
-        except OSError as exc:
+        except Exception as exc:  # any failure is this line's Failed row
+            # termios.error is not an OSError: without this, a tty held in another line
+            # discipline took the whole machine side down and leaked the descriptor.
             if fd is not None:
                 if exclusive:
                     # Another process may hold the tty open and keep its flags past our close.
@@ -367,7 +390,7 @@ class SerioManager:
                         ops.ioctl(fd, TIOCNXCL, b"")
                 self._close_fd(fd)
             hint = ""
-            if "TIOCSETD" in step and exc.errno == errno.EINVAL:
+            if "TIOCSETD" in step and getattr(exc, "errno", None) == errno.EINVAL:
                 hint = (" (this kernel has no serio line discipline: serport, "
                         "CONFIG_SERIO_SERPORT)")
             message = (f"{step} failed: {_errtext(exc)}{hint}; tried again when the "
@@ -407,7 +430,11 @@ class SerioManager:
     def _release(self, line: _Line) -> None:
         line.releasing = True
         if line.holder is not None:
-            line.holder.release()
+            try:
+                line.holder.release()
+            except Exception as exc:  # the descriptor below is closed all the same
+                log.warning("serio %s: releasing the holder: %s", line.adapter.tty,
+                            _errtext(exc))
             line.holder = None
         if line.fd is not None:
             # The last close of the tty returns it to N_TTY (the kernel frees its line
@@ -433,3 +460,8 @@ def _row(entry: SerioEntry, tty: str | None, state: SerioStateName,
     row["state"] = state
     row["message"] = message
     return row
+
+
+def failed_row(entry: SerioEntry, message: str) -> dict[str, str]:
+    """The row of an entry whose whole pass failed."""
+    return _row(entry, None, "Failed", message)

@@ -15,6 +15,7 @@ Each condition is ``{type, status: "True"|"False", reason, message}``; the agent
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -22,23 +23,21 @@ from typing import Any
 
 from ..inventory.model import MachineSpec
 from ..sysfs.model import Snapshot
+from .conditions import condition
 from .modules import Loader, ModprobeLoader, ModuleManager, ModuleStatus
-from .serio import LineOps, SerioManager
+from .serio import LineOps, SerioManager, failed_row
+
+log = logging.getLogger(__name__)
 
 MODULES_LOADED = "ModulesLoaded"
 SERIO_ATTACHED = "SerioAttached"
-
-
-def _condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, str]:
-    return {"type": type_, "status": "True" if ok else "False", "reason": reason,
-            "message": message}
 
 
 def modules_condition(rows: list[ModuleStatus]) -> dict[str, str]:
     """True when every declared module is Loaded or Builtin (issue 6)."""
     declared = [r for r in rows if r.declared]
     if not declared:
-        return _condition(MODULES_LOADED, True, "NoneDeclared", "spec.modules declares no module")
+        return condition(MODULES_LOADED, True, "NoneDeclared", "spec.modules declares no module")
     failed = [r.name for r in declared if r.state == "Failed"]
     missing = [r.name for r in declared if r.state == "Missing"]
     if failed or missing:
@@ -47,20 +46,20 @@ def modules_condition(rows: list[ModuleStatus]) -> dict[str, str]:
             parts.append(f"failed to load: {', '.join(failed)}")
         if missing:
             parts.append(f"not carried by this machine: {', '.join(missing)}")
-        return _condition(MODULES_LOADED, False, "LoadFailed" if failed else "ModulesMissing",
+        return condition(MODULES_LOADED, False, "LoadFailed" if failed else "ModulesMissing",
                           "; ".join(parts))
     would = [r.name for r in declared if r.state == "WouldLoad"]
     if would:
-        return _condition(MODULES_LOADED, False, "DryRun",
+        return condition(MODULES_LOADED, False, "DryRun",
                           f"dry run: would load {', '.join(would)}")
-    return _condition(MODULES_LOADED, True, "AllLoaded",
+    return condition(MODULES_LOADED, True, "AllLoaded",
                       f"all {len(declared)} declared modules are loaded or built in")
 
 
 def serio_condition(rows: list[dict[str, str]], declared: int) -> dict[str, str]:
     """True when every ``spec.serio`` entry has its adapter's line attached."""
     if declared == 0:
-        return _condition(SERIO_ATTACHED, True, "NoneDeclared", "spec.serio declares no line")
+        return condition(SERIO_ATTACHED, True, "NoneDeclared", "spec.serio declares no line")
     failed = [r for r in rows if r["state"] == "Failed"]
     waiting = [r for r in rows if r["state"] == "Waiting"]
 
@@ -69,14 +68,14 @@ def serio_condition(rows: list[dict[str, str]], declared: int) -> dict[str, str]
             f" ({r['tty']})" if "tty" in r else "")
 
     if failed:
-        return _condition(SERIO_ATTACHED, False, "AttachFailed",
+        return condition(SERIO_ATTACHED, False, "AttachFailed",
                           "; ".join(f"{label(r)}: {r['message']}" for r in failed))
     if waiting:
-        return _condition(SERIO_ATTACHED, False, "AdapterAbsent",
+        return condition(SERIO_ATTACHED, False, "AdapterAbsent",
                           "; ".join(f"{label(r)}: {r['message']}" for r in waiting))
     if any(r["state"] != "Attached" for r in rows):
-        return _condition(SERIO_ATTACHED, False, "DryRun", "dry run: no line was attached")
-    return _condition(SERIO_ATTACHED, True, "AllAttached",
+        return condition(SERIO_ATTACHED, False, "DryRun", "dry run: no line was attached")
+    return condition(SERIO_ATTACHED, True, "AllAttached",
                       f"{len(rows)} serial line(s) attached to serio")
 
 
@@ -107,8 +106,21 @@ class MachineSide:
         """
         with self._lock:
             # Modules first: a line's serport or CEC driver may be among them (docs/machine.md).
-            module_rows = self.modules.apply(spec.modules, dry_run=dry_run)
-            serio_rows = self.serio.apply(spec.serio, snapshot, dry_run=dry_run)
+            # Neither half can take the other (or the agent's walk) down: what fails becomes
+            # the Failed rows of the entries it concerns.
+            try:
+                module_rows = self.modules.apply(spec.modules, dry_run=dry_run)
+            except Exception as exc:
+                log.warning("the module side failed: %s", exc)
+                module_rows = [ModuleStatus(name, "Failed", f"cannot read the module tree: "
+                                            f"{type(exc).__name__}: {exc}")
+                               for name in dict.fromkeys(spec.modules)]
+            try:
+                serio_rows = self.serio.apply(spec.serio, snapshot, dry_run=dry_run)
+            except Exception as exc:
+                log.warning("the serial-line side failed: %s", exc)
+                serio_rows = [failed_row(entry, f"{type(exc).__name__}: {exc}")
+                              for entry in dict.fromkeys(spec.serio)]
         return {
             "modules": [r.to_status() for r in module_rows],
             "serio": serio_rows,

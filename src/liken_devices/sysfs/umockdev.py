@@ -25,12 +25,12 @@ from __future__ import annotations
 import logging
 import os
 import re
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..inputfiles import read_bounded
 from .devnames import default_devname
 from .model import DevNode, Snapshot, SysDevice
 from .reader import BUSES
@@ -293,39 +293,6 @@ def parse_recording(text: str, origin: str = "recording") -> Snapshot:
     names = [n for name in console for n in ([name, *tty0_active] if name == "tty0" else [name])]
     # Virtual block devices built on others (dm, md) are not described by recordings.
     return Snapshot(devices, tuple(names))
-
-
-def read_bounded(path: Path | str, limit: int, what: str) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes; :class:`InputError` otherwise.
-
-    Opened with ``O_NONBLOCK`` so a FIFO in its place does not block the open, and refused
-    unless it is a regular file (``/dev/zero`` would never end).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"{what} {path} is not a regular file")
-        if st.st_size > limit:
-            raise InputError(f"{what} {path} is larger than {limit} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            raise InputError(f"{what} {path} is larger than {limit} bytes")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
 
 
 def load_recording(path: Path | str) -> Snapshot:
