@@ -41,16 +41,18 @@ def temp_name(path: Path) -> Path:
     return path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
+def read_bounded(path: Path | str, limit: int, *, follow_symlinks: bool = False) -> bytes:
     """The bytes of the regular file ``path`` (at most ``limit``), without following a symlink.
 
     Raises ``FileNotFoundError``, :class:`NotRegularFile`, :class:`FileTooLarge` or another
-    ``OSError``; never blocks on a FIFO or a device node.
+    ``OSError``; never blocks on a FIFO or a device node. ``follow_symlinks`` is for files an
+    operator names on the command line (a ConfigMap volume's files are symlinks).
     """
+    nofollow = 0 if follow_symlinks else os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | nofollow | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as e:
-        if e.errno == errno.ELOOP:  # O_NOFOLLOW on a symlink
+        if e.errno == errno.ELOOP and nofollow:  # O_NOFOLLOW on a symlink
             raise NotRegularFile(errno.ELOOP, "a symlink, not a regular file",
                                  str(path)) from None
         raise

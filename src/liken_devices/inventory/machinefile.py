@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from ..errors import InputError
-from ..inputfiles import read_bounded
+from ..inputfiles import read_input
 from .model import MachineSpec, SerioEntry
 from .modname import is_module_name
 
@@ -117,7 +117,7 @@ def load_machine_yaml(text: str, origin: str = "machine") -> Any:
 
 def read_machine_file(path: Path) -> MachineSpec:
     """A ``--machine FILE``: a Machine manifest or just its spec. :class:`InputError` if bad."""
-    raw = read_bounded(path, MAX_FILE, "machine file")
+    raw = read_input(path, MAX_FILE, "machine file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..inputfiles import read_bounded
+from ..inputfiles import read_input
 from .devnames import default_devname
 from .model import DevNode, Snapshot, SysDevice
 from .reader import BUSES
@@ -297,7 +297,7 @@ def parse_recording(text: str, origin: str = "recording") -> Snapshot:
 
 def load_recording(path: Path | str) -> Snapshot:
     """A recording file as a snapshot; :class:`InputError` when it cannot be one."""
-    raw = read_bounded(path, MAX_RECORDING, "recording")
+    raw = read_input(path, MAX_RECORDING, "recording")
     return parse_recording(raw.decode("utf-8", errors="surrogateescape"), str(path))
 
 
