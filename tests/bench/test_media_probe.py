@@ -4,7 +4,7 @@ Each query is the production path (a fresh interpreter per node running
 ``liken_devices.media.probe``, ctypes, the real libva.so.2/libva-drm.so.2) against the test VA
 driver (tests/media/native/vafake.c), so the figure is the agent's own overhead: interpreter
 start, libva's driver loading and the queries. A real driver adds its own init time. The four
-nodes are asked in parallel. Run with `./tasks bench`; figures are in docs/media.md.
+nodes are asked in parallel. Run with `./tasks bench`; figures are in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import pytest
 
 from liken_devices.media.probe import probe_nodes
 from tests.media.conftest import CAPS, FakeGPUs, VaBuild, build_va
+
+from .figures import record, timed
 
 GENERATIONS = ("intel-dg2-ihd.txt", "amd-rdna2-mesa.txt", "nvidia-ampere-nvdec.txt",
                "amd-polaris-mesa.txt")
@@ -40,3 +42,5 @@ def test_probe_time(benchmark: Any, tmp_path: Path, build: VaBuild, count: int) 
     results = benchmark.pedantic(probe_nodes, args=(nodes, 20.0, env), rounds=10, iterations=1,
                                  warmup_rounds=1)
     assert [results[n].error for n in nodes] == [None] * count
+    record(benchmark, "media-probe", f"{count} render node{'s' if count > 1 else ''}, wall",
+           [t * 1e3 for t in timed(benchmark)], "ms")
