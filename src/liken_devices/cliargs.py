@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 
 from . import DRIVER
-from .inventory.context import InputError, Sources, default_hwdata_dir, default_modules_dir
+from .inventory.context import InputError
+from .inventory.sources import Sources, default_hwdata_dir, default_modules_dir
 
 __all__ = ["InputError", "add_inputs", "check_node_name", "dump", "inputs_parent",
            "node_from_args", "node_name", "sources_from_args"]

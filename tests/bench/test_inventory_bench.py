@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from liken_devices.inventory import Context, Facts, build_inventory
+from liken_devices.inventory.attributes import AttributeMemo
 from liken_devices.sysfs.reader import read_sysfs
 from liken_devices.sysfs.umockdev import materialize
 from tests.support.corpus import SYSFS
@@ -22,6 +23,7 @@ from .syscalls import floor_of_rewalk
 
 LARGEST = "thinkpad-t60p-systemd-sys-script.umockdev"  # the largest full recording
 CTX = Context(Facts(frozenset()))
+MEMO = AttributeMemo()  # what a Sources keeps between walks
 
 
 def laptop(root: Path, devices: int) -> int:
@@ -52,7 +54,7 @@ def laptop(root: Path, devices: int) -> int:
 
 
 def rewalk(root: Path) -> Any:
-    return build_inventory(read_sysfs(root), CTX)
+    return build_inventory(read_sysfs(root), CTX, memo=MEMO)
 
 
 @pytest.mark.benchmark(group="rewalk")

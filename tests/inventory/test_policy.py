@@ -24,7 +24,8 @@ from liken_devices.inventory.model import (
     OVER_CAP,
     STORAGE_ROLE,
 )
-from liken_devices.inventory.policy import build_inventory, device_name
+from liken_devices.inventory.names import device_name
+from liken_devices.inventory.policy import build_inventory
 from liken_devices.sysfs.reader import read_sysfs
 from tests.support.sysfs_builder import Dev, SysfsBuilder
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from liken_devices import DRIVER
 from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, SerioEntry
-from liken_devices.inventory.policy import build_inventory, usb_ids
+from liken_devices.inventory.attributes import usb_ids
+from liken_devices.inventory.policy import build_inventory
 from liken_devices.slices import devices_json, make_slice, validate_slice
 from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 from liken_devices.sysfs.reader import read_sysfs

@@ -339,7 +339,7 @@ class Agent:
         try:
             sources = self.config.sources
             snapshot = sources.snapshot()
-            inv = build_inventory(snapshot, sources.context(spec))
+            inv = build_inventory(snapshot, sources.context(spec), memo=sources.memo)
         except Exception:
             self.metrics.walk_errors.inc()
             log.exception("walk failed")

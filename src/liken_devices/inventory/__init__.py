@@ -7,9 +7,11 @@ unclaimed hardware. Every rule cites ``devices.txt`` (the seed) or ``decisions.m
 """
 
 from .catalogs import Catalogs
-from .context import Context, Sources
+from .context import Context
+from .limits import MAX_DEVICES
 from .model import Facts, Inventory, MachineSpec, Outcome, PublishedDevice, SerioEntry, Unclaimed
-from .policy import MAX_DEVICES, build_inventory
+from .policy import build_inventory
+from .sources import Sources
 
 __all__ = [
     "MAX_DEVICES",

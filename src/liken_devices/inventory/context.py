@@ -1,28 +1,20 @@
-"""Everything the policy reads besides sysfs: facts, the Machine's spec and the catalogs.
+"""Everything the policy reads besides sysfs, as plain values: facts, the Machine's spec, catalogs.
 
-decisions.md, "The facts, the Machine and the catalogs": storage roles come from init's facts
-tree (``storage/<role>/device``); the Machine gives ``spec.modules`` and ``spec.serio``;
-``modules.alias``/``modules.builtin``/``modules.dep`` and ``pci.ids``/``usb.ids`` name the
-hardware and the modules that could drive it. :class:`Sources` holds the paths (all options, so
-tests pass their own) and produces a fresh :class:`Context` and snapshot for each walk.
+decisions, "The facts, the Machine and the catalogs": storage roles come from init's facts tree
+(``storage/<role>/device``); the Machine gives ``spec.modules`` and ``spec.serio``; the module
+and ID catalogs name the hardware and the modules that could drive it. :class:`Context` holds
+them for one policy run; reading them from files is :mod:`.sources`' job, and checking a Machine
+document :mod:`.machinefile`'s.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import platform
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..errors import InputError as InputError  # re-exported: its home for the layers above
-from ..sysfs.model import Snapshot
 from .catalogs import Catalogs
-from .machinefile import parse_machine as parse_machine
-from .machinefile import read_machine_file
-from .model import Facts, Inventory, MachineSpec
-
-log = logging.getLogger(__name__)
+from .machinefile import parse_machine as parse_machine  # re-exported for the Machine watch
+from .model import Facts, MachineSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,90 +24,3 @@ class Context:
     facts: Facts = field(default_factory=lambda: Facts(frozenset()))
     machine: MachineSpec = field(default_factory=MachineSpec)
     catalogs: Catalogs = field(default_factory=Catalogs)
-
-
-def read_facts(root: Path) -> Facts:
-    """Storage roles from init's facts tree; unreadable facts mean no disk is offered."""
-    storage = root / "storage"
-    try:
-        if not root.is_dir():
-            return Facts(None, f"facts root {root} does not exist")
-        if not storage.exists():
-            return Facts(frozenset())
-        parts: set[str] = set()
-        for role in sorted(os.listdir(storage)):
-            device = storage / role / "device"
-            if not device.exists() and not (storage / role).is_dir():
-                continue
-            value = device.read_text().strip()
-            if value:
-                # The kernel name of a partition ("nvme0n1p3"); tolerate "/dev/" written in front.
-                parts.add(value.removeprefix("/dev/"))
-        return Facts(frozenset(parts))
-    except (OSError, UnicodeDecodeError) as exc:
-        return Facts(None, f"cannot read facts under {root}: {exc}")
-
-
-def default_modules_dir() -> Path:
-    return Path("/lib/modules") / platform.release()
-
-
-def default_hwdata_dir() -> Path:
-    for candidate in ("/usr/share/hwdata", "/usr/share/misc"):
-        if (Path(candidate) / "pci.ids").exists():
-            return Path(candidate)
-    return Path("/usr/share/hwdata")
-
-
-@dataclass
-class Sources:
-    """Where each walk reads from. Exactly one of ``sysfs`` and ``recording`` is used."""
-
-    sysfs: Path = Path("/sys")
-    facts: Path = Path("/run/liken/facts")
-    machine_file: Path | None = None
-    modules_dir: Path = field(default_factory=default_modules_dir)
-    # One directory, or several: each ID file is read from the first that has a readable copy.
-    hwdata_dir: Path | tuple[Path, ...] = field(default_factory=default_hwdata_dir)
-    recording: Path | None = None
-    _catalogs: Catalogs | None = field(default=None, repr=False)
-
-    def check(self) -> None:
-        """Fail early, with one clear line, on input that can never work."""
-        if self.recording is not None:
-            if not self.recording.is_file():
-                raise InputError(f"recording {self.recording} does not exist")
-        elif not (self.sysfs / "devices").is_dir():
-            raise InputError(f"sysfs root {self.sysfs} has no devices/ directory")
-        elif not (self.sysfs / "dev" / "char").is_dir():
-            raise InputError(f"{self.sysfs} is not a sysfs tree: it has no dev/char index")
-        if self.machine_file is not None:
-            read_machine_file(self.machine_file)
-
-    def catalogs(self) -> Catalogs:
-        """The module and ID catalogs, loaded once (they change only with a new kernel)."""
-        if self._catalogs is None:
-            self._catalogs = Catalogs.load(self.modules_dir, self.hwdata_dir)
-        return self._catalogs
-
-    def machine(self) -> MachineSpec:
-        return read_machine_file(self.machine_file) if self.machine_file else MachineSpec()
-
-    def context(self, machine: MachineSpec | None = None) -> Context:
-        return Context(read_facts(self.facts), machine if machine is not None else self.machine(),
-                       self.catalogs())
-
-    def snapshot(self) -> Snapshot:
-        if self.recording is not None:
-            from ..sysfs.umockdev import load_recording
-
-            return load_recording(self.recording)
-        from ..sysfs.reader import read_sysfs
-
-        return read_sysfs(self.sysfs)
-
-    def walk(self, machine: MachineSpec | None = None) -> Inventory:
-        """One fresh walk: snapshot, context, policy."""
-        from .policy import build_inventory
-
-        return build_inventory(self.snapshot(), self.context(machine))

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..sysfs.model import DevNode
+from .limits import MAX_DEVICES
 
 AttrValue = bool | str
 
@@ -23,7 +24,7 @@ BUS_STRUCTURE = "bus structure"
 STORAGE_ROLE = "storage role"
 ONLY_RESERVED = "only reserved nodes"
 FACTS_UNREADABLE = "facts unreadable"
-OVER_CAP = "past the 128 cap"
+OVER_CAP = f"past the {MAX_DEVICES} cap"
 HELD_BY_PROGRAM = "held by a program through usbfs"
 FOLDED = "folded into another device"
 ONLY_WITHHELD = "only withheld nodes"

@@ -60,7 +60,7 @@ def failed(fragment: dict[str, Any]) -> bool:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     from ..cliargs import dump, sources_from_args
-    from ..inventory.context import default_modules_dir
+    from ..inventory.sources import default_modules_dir
     from .modules import ModprobeLoader
     from .side import MachineSide
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..inventory.context import Sources
+from ..inventory.sources import Sources
 from .devices import DRIVER, MediaDevice, query_devices, render_devices
 from .probe import DEFAULT_TIMEOUT
 

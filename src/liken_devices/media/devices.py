@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..inventory.attributes import clean_string
 from ..inventory.model import Inventory, PublishedDevice
-from ..inventory.policy import clean_string
 from .capabilities import capability_flags, log_line
 from .probe import DEFAULT_TIMEOUT, ProbeResult, probe_nodes
 

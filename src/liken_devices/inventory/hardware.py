@@ -1,0 +1,137 @@
+"""The considered hardware and which of it owns each device node.
+
+decisions, "Which hardware is considered": every PCI function and USB interface, a USB device
+(considered whole only when no interface has a driver), and the board devices (platform, ACPI,
+PNP) outside every PCI or USB device, the outermost bound one owning its subtree. Each device
+node belongs to the deepest PCI function or USB interface above it, else to that board device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..sysfs.model import Snapshot, SysDevice
+
+BOARD_BUSES = ("platform", "acpi", "pnp")
+# The firmware's description of a PCI host bridge (ACPI PNP0A03/PNP0A08, driver pci_root) is the
+# same bus structure as a PCI host bridge: it never owns the nodes of the devices below it.
+BOARD_STRUCTURE_IDS = ("PNP0A03", "PNP0A08")
+
+HardwareKind = Literal["pci", "usb-interface", "usb-device", "board"]
+
+
+@dataclass
+class Hardware:
+    """One considered piece of hardware and the nodes of its subtree."""
+
+    dev: SysDevice
+    bus: str
+    kind: HardwareKind
+    nodes: list[SysDevice] = field(default_factory=list)
+    hci: bool = False  # a Bluetooth controller sits in its subtree
+
+    @property
+    def path(self) -> str:
+        return self.dev.path
+
+    @property
+    def address(self) -> str:
+        return self.dev.name
+
+
+class HardwareTree:
+    """The considered hardware of one snapshot, with its nodes assigned."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.devs = snap.devices
+        self.hardware: dict[str, Hardware] = {}
+        self._interfaces: dict[str, list[Hardware]] | None = None
+        self._classify()
+        self._assign_nodes()
+
+    def _classify(self) -> None:
+        for dev in self.devs.values():
+            sub = dev.subsystem
+            if sub == "pci":
+                self.hardware[dev.path] = Hardware(dev, "pci", "pci")
+            elif sub == "usb":
+                if dev.devtype == "usb_interface" or (dev.devtype is None and ":" in dev.name):
+                    self.hardware[dev.path] = Hardware(dev, "usb", "usb-interface")
+                else:
+                    self.hardware[dev.path] = Hardware(dev, "usb", "usb-device")
+        for dev in self.devs.values():
+            if dev.subsystem in BOARD_BUSES and not self._inside_bus_device(dev) \
+                    and not dev.name.startswith(BOARD_STRUCTURE_IDS):
+                self.hardware[dev.path] = Hardware(dev, dev.subsystem or "", "board")
+
+    def _inside_bus_device(self, dev: SysDevice) -> bool:
+        for anc in dev.ancestors():
+            hw = self.hardware.get(anc)
+            if hw is not None and hw.kind != "board":
+                return True
+        return False
+
+    def owner(self, dev: SysDevice) -> Hardware | None:
+        """The hardware a node (or a Bluetooth controller) belongs to.
+
+        The deepest PCI function or USB interface above it; a node directly under a USB device
+        (outside every interface) belongs to none. Otherwise the outermost board device with a
+        bound driver owns it, else the nearest board device (which then has no driver).
+        """
+        board: list[Hardware] = []
+        for anc in (dev.path, *dev.ancestors()):
+            hw = self.hardware.get(anc)
+            if hw is None:
+                continue
+            if hw.kind in ("pci", "usb-interface"):
+                if anc == dev.path:
+                    continue
+                return hw
+            if hw.kind == "usb-device":
+                return None
+            board.append(hw)
+        bound = [hw for hw in board if hw.dev.driver]
+        if bound:
+            return bound[-1]
+        return board[0] if board else None
+
+    def _assign_nodes(self) -> None:
+        for dev in self.devs.values():
+            if dev.subsystem == "bluetooth":
+                hw = self.owner(dev)
+                if hw is not None:
+                    hw.hci = True
+            if dev.node is None or dev.subsystem in ("usb", "usb_endpoint"):
+                # usbfs nodes belong to the USB device and are added per interface; usb_endpoint
+                # nodes existed only on 2.6-era kernels and never reach /dev today.
+                continue
+            hw = self.owner(dev)
+            if hw is not None:
+                hw.nodes.append(dev)
+
+    def interfaces(self, usb_path: str) -> list[Hardware]:
+        """The interfaces of the USB device at ``usb_path``, in interface order."""
+        if self._interfaces is None:
+            by_parent: dict[str, list[Hardware]] = {}
+            for hw in self.hardware.values():
+                if hw.kind == "usb-interface":
+                    by_parent.setdefault(hw.dev.parent_path, []).append(hw)
+            for ifaces in by_parent.values():
+                ifaces.sort(key=lambda h: _interface_order(h.dev))
+            self._interfaces = by_parent
+        return self._interfaces.get(usb_path, [])
+
+    def first_interface(self, usb: SysDevice) -> SysDevice | None:
+        ifaces = self.interfaces(usb.path)
+        return ifaces[0].dev if ifaces else None
+
+
+def _interface_order(dev: SysDevice) -> tuple[int, str]:
+    # "1-2:1.10" sorts after "1-2:1.2": order by configuration then interface number.
+    tail = dev.name.rsplit(":", 1)[-1]
+    conf, _, num = tail.partition(".")
+    try:
+        return int(conf) * 1000 + int(num), dev.name
+    except ValueError:
+        return 1 << 30, dev.name

@@ -1,0 +1,79 @@
+"""What one walk has decided so far: the candidates to publish and a reason for the rest.
+
+Every rule module writes here: a candidate device for the slice, an :class:`~.model.Outcome`
+for every considered piece of hardware (``liken-devices explain``), the unclaimed hardware with
+the modules that could drive it (the Machine's status, the hardware report), and the devices a
+libusb program holds. The policy turns it into the :class:`~.model.Inventory`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ..sysfs.model import DevNode
+from .catalogs import Catalogs
+from .hardware import Hardware
+from .model import AttrValue, Outcome, Unclaimed
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A device about to be published, before names are made unique and the cap applies."""
+
+    hw: Hardware
+    suffix: str
+    kind: str
+    nodes: tuple[DevNode, ...]
+    attributes: dict[str, AttrValue]
+    shareable: bool
+
+
+class Ledger:
+    """The answers of one walk, in the order they were decided."""
+
+    def __init__(self, attributes: Callable[[Hardware], dict[str, AttrValue]],
+                 catalogs: Catalogs) -> None:
+        self.attributes = attributes
+        self.catalogs = catalogs
+        self.outcomes: list[Outcome] = []
+        self.unclaimed: list[Unclaimed] = []
+        self.candidates: list[Candidate] = []
+        self.held: dict[str, tuple[DevNode, ...]] = {}
+
+    def outcome(self, hw: Hardware, reason: str | None, detail: str = "",
+                devices: Iterable[str] = ()) -> None:
+        self.outcomes.append(Outcome(hw.path, hw.bus, hw.address, hw.dev.driver, tuple(devices),
+                                     reason, detail))
+
+    def candidate(self, hw: Hardware, suffix: str, kind: str, nodes: tuple[DevNode, ...],
+                  attributes: dict[str, AttrValue], shareable: bool) -> None:
+        self.candidates.append(Candidate(hw, suffix, kind, nodes, attributes, shareable))
+
+    def add_unclaimed(self, hw: Hardware, published_as: str | None = None) -> None:
+        """Hardware no driver drives, with the modules that could (seed, "Hardware that is not
+        published")."""
+        attrs = self.attributes(hw)
+        modalias = attrs.get("modalias")
+        modalias = modalias if isinstance(modalias, str) else None
+        candidates = self.catalogs.candidates(modalias)
+        label = f"{hw.bus} {hw.address}"
+        if published_as:
+            if not candidates:
+                return  # driven through libusb; nothing for the operator to do
+            message = (f"{label} has no kernel driver; it is published whole as {published_as} "
+                       f"for programs that use libusb. To drive it in the kernel instead, "
+                       f"declare {' or '.join(candidates)} in spec.modules")
+        elif candidates:
+            message = (f"{label} has no driver bound; declare {' or '.join(candidates)} in "
+                       f"spec.modules and it appears in the slice at the next walk")
+        elif modalias:
+            message = (f"{label} has no driver bound and no module on this machine matches "
+                       f"its modalias {modalias}")
+        else:
+            message = f"{label} has no driver bound and no modalias to match a module against"
+        name, cls = attrs.get("name"), attrs.get("class")
+        self.unclaimed.append(Unclaimed(hw.path, hw.bus, hw.address, modalias,
+                                        name if isinstance(name, str) else None,
+                                        cls if isinstance(cls, str) else None,
+                                        candidates, message))

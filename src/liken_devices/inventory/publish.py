@@ -1,0 +1,114 @@
+"""Conditions 1 to 3 of seed, "What a node publishes", for one piece of hardware.
+
+A driver is bound (else the hardware is unclaimed), a claim on it supplies nodes (after the
+reserved ones are dropped and framebuffers withheld), and the machine does not depend on it (no
+disk backing a storage role; no disk at all while the facts cannot be read). What passes is
+split by kind of node (seed, "Sharing") into candidates of the slice.
+"""
+
+from __future__ import annotations
+
+from ..sysfs.model import DevNode, Snapshot, SysDevice
+from .hardware import Hardware
+from .ledger import Ledger
+from .model import (
+    FACTS_UNREADABLE,
+    NO_DRIVER,
+    NO_NODE,
+    ONLY_RESERVED,
+    ONLY_WITHHELD,
+    STORAGE_ROLE,
+    Facts,
+)
+from .names import device_name
+from .reserved import backing, reserved_kind, role_partitions
+from .sharing import split
+
+
+class NodePublisher:
+    """Publishes a piece of hardware's own nodes, for every rule module of one walk."""
+
+    def __init__(self, ledger: Ledger, snap: Snapshot, facts: Facts) -> None:
+        self.ledger = ledger
+        self.console = frozenset(snap.console)
+        self.bluetooth = [d.path for d in snap.devices.values() if d.subsystem == "bluetooth"]
+        self.roles = role_partitions(snap.devices, facts)
+        self.facts_error = facts.error or ""
+
+    def if_driven(self, hw: Hardware) -> None:
+        """Condition 1: hardware with no driver supplies nothing; it is unclaimed instead."""
+        if not hw.dev.driver:
+            self.ledger.outcome(hw, NO_DRIVER)
+            self.ledger.add_unclaimed(hw)
+            return
+        self.nodes(hw)
+
+    def deliverable(self, hw: Hardware, serio_ttys: frozenset[str]) -> tuple[
+            list[SysDevice], list[str], bool]:
+        """The nodes a claim may receive, the reserved ones dropped, and whether fb was withheld."""
+        keep: list[SysDevice] = []
+        reserved: list[str] = []
+        withheld = False
+        for n in hw.nodes:
+            assert n.node is not None
+            if any(n.path.startswith(b + "/") for b in self.bluetooth):
+                continue  # seed "Bluetooth adapters": the walk stops at a bluetooth subtree
+            why = reserved_kind(n.node, self.console, serio_ttys)
+            if why:
+                reserved.append(f"{n.node.path} ({why})")
+                continue
+            if n.subsystem == "graphics":
+                withheld = True  # seed "Sharing": the legacy framebuffer is never delivered
+                continue
+            keep.append(n)
+        return keep, reserved, withheld
+
+    def machine_holds_disk(self, hw: Hardware) -> bool:
+        """Condition 3: a disk belongs to the machine or to a claim, never both; unreadable
+        facts mean no disk at all. Records the outcome when the machine holds it."""
+        if not any(n.node and n.node.type == "b" for n in hw.nodes):
+            return False
+        if self.roles is None:
+            self.ledger.outcome(hw, FACTS_UNREADABLE, self.facts_error)
+            return True
+        roles = backing(hw.nodes, self.roles)
+        if roles:
+            self.ledger.outcome(hw, STORAGE_ROLE, "backs a storage role: " + ", ".join(roles))
+            return True
+        return False
+
+    def nodes(self, hw: Hardware, *, usbfs: DevNode | None = None,
+              serio_ttys: frozenset[str] = frozenset()) -> None:
+        """Conditions 2 and 3, then one candidate per kind of node."""
+        if self.machine_holds_disk(hw):
+            return
+        keep, reserved, withheld = self.deliverable(hw, serio_ttys)
+        serial_line = any(n.node and n.node.name in serio_ttys for n in hw.nodes)
+        if not keep:
+            self._nothing_left(hw, serial_line, reserved, withheld)
+            return
+        base = self.ledger.attributes(hw)
+        names: list[str] = []
+        for s in split(keep, serial_line):
+            attrs = dict(base)
+            attrs.update(s.extra)
+            # The shared render half delivers its render node only (seed "Sharing"): usbfs has
+            # no arbitration contract, so it never reaches a device several claims hold.
+            extra_usbfs = (usbfs,) if usbfs is not None and not s.shareable else ()
+            self.ledger.candidate(hw, s.suffix, s.kind, tuple(s.nodes) + extra_usbfs, attrs,
+                                  s.shareable)
+            names.append(device_name(hw.bus, hw.address, s.suffix))
+        detail = ("dropped " + "; ".join(reserved)) if reserved else ""
+        self.ledger.outcome(hw, None, detail, names)
+
+    def _nothing_left(self, hw: Hardware, serial_line: bool, reserved: list[str],
+                      withheld: bool) -> None:
+        if serial_line:
+            self.ledger.outcome(hw, ONLY_RESERVED, "serial line reserved by spec.serio; "
+                                "publishes -cec and -input once attached")
+        elif reserved:
+            self.ledger.outcome(hw, ONLY_RESERVED, "; ".join(reserved))
+        elif withheld:
+            self.ledger.outcome(hw, ONLY_WITHHELD, "only a framebuffer, which is never delivered")
+        else:
+            self.ledger.outcome(hw, NO_NODE)

@@ -1,0 +1,61 @@
+"""What the machine holds: the disks that back its storage roles and the four reserved nodes.
+
+Seed, "What a node publishes", condition 3: a device whose subtree holds a storage role belongs
+to the machine, and when the facts cannot be read no disk is offered at all. The console, the
+system clock ``/dev/rtc0``, the TPM's nodes and a serio-attached tty are never delivered: they
+are dropped from a device's deliveries (decisions, "Reserved nodes").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+
+from ..sysfs.model import DevNode, SysDevice
+from .model import Facts
+
+_TPM = re.compile(r"tpm(rm)?[0-9]+")  # fullmatch
+
+
+def reserved_kind(node: DevNode, console: Collection[str],
+                  serio_ttys: Collection[str]) -> str | None:
+    """seed "What a node publishes": the four kinds of node the machine holds."""
+    name = node.name
+    if name in console:
+        return "the console"
+    if name == "rtc0":
+        return "the system clock"
+    if _TPM.fullmatch(name.rsplit("/", 1)[-1]):
+        return "the TPM"
+    if name in serio_ttys:
+        return "a serio-attached serial line"
+    return None
+
+
+def role_partitions(devs: Mapping[str, SysDevice], facts: Facts) -> frozenset[str] | None:
+    """Block device names that back a storage role, following dm/md slaves down.
+
+    None when the facts cannot be read: then no block device may be published.
+    """
+    parts = facts.role_partitions
+    if parts is None:
+        return None
+    by_name = {d.node.name.rsplit("/", 1)[-1]: d for d in devs.values()
+               if d.node is not None and d.node.type == "b"}
+    found: set[str] = set()
+    todo = list(parts)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        dev = by_name.get(name)
+        if dev is not None:
+            todo.extend(dev.slaves)
+    return frozenset(found)
+
+
+def backing(nodes: list[SysDevice], roles: frozenset[str]) -> list[str]:
+    """The block nodes among ``nodes`` that back a storage role, sorted."""
+    return sorted(n.node.name for n in nodes
+                  if n.node and n.node.type == "b" and n.node.name.rsplit("/", 1)[-1] in roles)

@@ -1,0 +1,146 @@
+"""USB devices (seed, "USB devices", "USB devices with no kernel driver", "Bluetooth adapters",
+"Serial-line adapters").
+
+A USB device's driven interfaces publish as their own devices, each with the device's usbfs
+node; a device with no driver on any interface publishes whole for libusb; an interface a
+program holds through usbfs leaves the slice; a Bluetooth radio publishes one device with a
+fixed set of nodes; the serial line a ``spec.serio`` entry names publishes ``-cec`` and
+``-input`` and never its tty or the usbfs node. Hubs and root hubs are bus structure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from ..sysfs.model import DevNode, SysDevice
+from .attributes import clean_string, usb_device_class, usb_ids, usb_interface_class
+from .hardware import Hardware, HardwareTree
+from .model import BUS_STRUCTURE, FOLDED, HELD_BY_PROGRAM, NO_DRIVER, NO_NODE, SerioEntry
+from .names import device_name
+from .publish import NodePublisher
+
+USB_HUB_CLASS = "09"
+
+# The Bluetooth adapter's fixed deliveries (seed "Bluetooth adapters"): /dev/uinput is misc minor
+# 223, /dev/uhid misc minor 239, and the first 32 evdev nodes are char 13:64..13:95.
+UINPUT = DevNode("uinput", "c", 10, 223)
+UHID = DevNode("uhid", "c", 10, 239)
+LEGACY_EVENTS = tuple(DevNode(f"input/event{i}", "c", 13, 64 + i) for i in range(32))
+
+
+def serio_names(entry: SerioEntry, usb: SysDevice) -> bool:
+    """Whether a ``spec.serio`` entry names the USB device ``usb`` (seed "Serial-line adapters")."""
+    vendor, product = usb_ids(usb)
+    if (vendor, product) != (entry.vendor, entry.product):
+        return False
+    return entry.serial is None or clean_string(usb.attrs.get("serial")) == entry.serial
+
+
+class SerialLines(NamedTuple):
+    """The USB devices that a ``spec.serio`` entry names, and the ttyACM nodes they hold."""
+
+    adapters: frozenset[str]  # sysfs paths of the USB devices
+    ttys: frozenset[str]  # node names ("ttyACM0")
+
+
+def serial_lines(tree: HardwareTree, entries: Iterable[SerioEntry]) -> SerialLines:
+    entries = tuple(entries)
+    if not entries:
+        return SerialLines(frozenset(), frozenset())
+    adapters = {hw.path for hw in tree.hardware.values()
+                if hw.kind == "usb-device" and any(serio_names(e, hw.dev) for e in entries)}
+    ttys = {n.node.name for hw in tree.hardware.values()
+            if hw.kind == "usb-interface" and hw.dev.parent_path in adapters
+            for n in hw.nodes
+            if n.node and n.subsystem == "tty" and n.node.name.startswith("ttyACM")}
+    return SerialLines(frozenset(adapters), frozenset(ttys))
+
+
+class UsbRules:
+    """Decides each USB device of one walk and its interfaces."""
+
+    def __init__(self, tree: HardwareTree, publisher: NodePublisher, serial: SerialLines,
+                 modules: Iterable[str]) -> None:
+        self.tree = tree
+        self.publisher = publisher
+        self.ledger = publisher.ledger
+        self.serial = serial
+        self.uhid = "uhid" in modules
+
+    def decide(self, hw: Hardware) -> None:
+        ifaces = self.tree.interfaces(hw.path)
+        if self._bus_structure(hw, ifaces):
+            return
+        if not any(i.dev.driver for i in ifaces):
+            self._whole(hw, ifaces)
+            return
+        usbfs = hw.dev.node
+        adapter = hw.path in self.serial.adapters
+        radio = next((i for i in ifaces if i.dev.driver == "btusb" and i.hci), None)
+        for i in ifaces:
+            if radio is not None and i is not radio and i.dev.driver == "btusb":
+                self.ledger.outcome(i, FOLDED, f"another btusb interface of {radio.address}")
+            elif i is radio:
+                self._bluetooth(i, usbfs)
+            else:
+                self._interface(i, usbfs, adapter)
+
+    def _bus_structure(self, hw: Hardware, ifaces: list[Hardware]) -> bool:
+        """Hubs and root hubs are what peripherals attach to (decisions "Which hardware is
+        considered")."""
+        is_root = hw.dev.name.startswith("usb")
+        if not (is_root or usb_device_class(hw.dev) == USB_HUB_CLASS or any(
+                usb_interface_class(i.dev) == int(USB_HUB_CLASS, 16) for i in ifaces)):
+            return False
+        what = "a USB root hub" if is_root else "a USB hub"
+        self.ledger.outcome(hw, BUS_STRUCTURE, f"{what}: structure that peripherals attach to")
+        for i in ifaces:
+            self.ledger.outcome(i, BUS_STRUCTURE, f"interface of {what}")
+        return True
+
+    def _whole(self, hw: Hardware, ifaces: list[Hardware]) -> None:
+        """seed "USB devices with no kernel driver": published whole, usbfs only, exclusive."""
+        name = device_name("usb", hw.address)
+        usbfs = hw.dev.node
+        if usbfs is None:
+            self.ledger.outcome(hw, NO_NODE, "no driver on any interface, and no usbfs node")
+        else:
+            attrs = self.ledger.attributes(hw)
+            self.ledger.candidate(hw, "", "usb-whole", (usbfs,), attrs, False)
+            self.ledger.outcome(hw, None, "no driver on any interface: published whole for "
+                                "libusb", [name])
+        for i in ifaces:
+            self.ledger.outcome(i, FOLDED, f"interface of {name}, published whole")
+            self.ledger.add_unclaimed(i, published_as=name)
+
+    def _interface(self, hw: Hardware, usbfs: DevNode | None, adapter: bool) -> None:
+        """One interface of a device with a driver on some interface."""
+        if not hw.dev.driver:
+            self.ledger.outcome(hw, NO_DRIVER)
+            self.ledger.add_unclaimed(hw)
+        elif hw.dev.driver == "usbfs":
+            # A libusb program detached the kernel driver and holds the interface (seed "USB
+            # devices"): it leaves the slice, but its claim keeps the usbfs node.
+            self.ledger.outcome(hw, HELD_BY_PROGRAM, "a program holds it through usbfs")
+            if usbfs is not None:
+                self.ledger.held[device_name("usb", hw.address)] = (usbfs,)
+        else:
+            # seed "Serial-line adapters": an attached line's adapter delivers no usbfs node.
+            self.publisher.nodes(hw, usbfs=None if adapter else usbfs,
+                                 serio_ttys=self.serial.ttys)
+
+    def _bluetooth(self, hw: Hardware, usbfs: DevNode | None) -> None:
+        """seed "Bluetooth adapters": usbfs, uinput, the 32 legacy event nodes, uhid if declared.
+
+        The walk stops at the bluetooth subtree: a connected peripheral's hidraw node under the
+        adapter's interface belongs to the peripheral, not to the adapter's claim.
+        """
+        nodes: list[DevNode] = [usbfs] if usbfs else []
+        nodes.append(UINPUT)
+        nodes.extend(LEGACY_EVENTS)
+        if self.uhid:
+            nodes.append(UHID)
+        attrs = self.ledger.attributes(hw)
+        self.ledger.candidate(hw, "", "bluetooth", tuple(nodes), attrs, False)
+        self.ledger.outcome(hw, None, "Bluetooth adapter", [device_name("usb", hw.address)])
