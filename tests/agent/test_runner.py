@@ -214,6 +214,32 @@ def test_machine_status_and_spec_changes(api: FakeApiServer, node: FixtureNode,
         run.stop()
 
 
+def test_a_server_that_drops_sharing_is_said_once_and_on_the_machine(
+        api: FakeApiServer, node: FixtureNode, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The render node asks allowMultipleAllocations; a server with DRAConsumableCapacity off
+    drops it. The agent logs it once and the Machine says SharingAvailable=False."""
+    api.gate_consumable_capacity = False
+    run = start(api, node, tmp_path)
+    try:
+        def sharing() -> dict[str, Any] | None:
+            status = (api.get_object("machines", run.name) or {}).get("status") or {}
+            return next((c for c in status.get("conditions", [])
+                         if c["type"] == "SharingAvailable"), None)
+
+        api.wait_for(lambda: sharing() is not None)
+        cond = sharing()
+        assert cond is not None
+        assert (cond["status"], cond["reason"]) == ("False", "SharingDropped")
+        assert "DRAConsumableCapacity" in cond["message"]
+        synthetic_uevent("add")  # another walk: nothing new is said
+        time.sleep(1.5)
+        said = [r for r in caplog.records if "dropped allowMultipleAllocations" in r.getMessage()]
+        assert len(said) == 1
+    finally:
+        run.stop()
+
+
 def test_machine_created_later_and_status_edits_undone(api: FakeApiServer, node: FixtureNode,
                                                        tmp_path: Path) -> None:
     run = start(api, node, tmp_path, machine=False)

@@ -153,3 +153,22 @@ def test_outage_retries_with_backoff(api: FakeApiServer, client: Any,
     assert rep.sync()
     assert status(api)["conditions"][0]["reason"] == "FactsRead"
     assert "recovered" in caplog.text
+
+
+def test_sharing_condition_follows_what_the_server_keeps(api: FakeApiServer,
+                                                         client: Any) -> None:
+    api.add_machine(NODE, {})
+    rep = MachineReporter(client, NODE)
+    rep.refresh()
+    assert rep.set_sharing(False) is False  # no walk reported yet: the next status carries it
+    rep.set_status(inventory())
+    assert rep.sync()
+
+    def sharing() -> dict[str, Any]:
+        return next(c for c in status(api)["conditions"] if c["type"] == "SharingAvailable")
+
+    assert (sharing()["status"], sharing()["reason"]) == ("False", "SharingDropped")
+    assert rep.set_sharing(False) is False  # unchanged: nothing to write
+    assert rep.set_sharing(True) is True  # the gate turned on: a new status is due at once
+    assert rep.sync()
+    assert (sharing()["status"], sharing()["reason"]) == ("True", "SharingKept")

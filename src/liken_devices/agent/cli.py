@@ -116,7 +116,14 @@ def assemble(args: argparse.Namespace) -> Assembled:
         from ..kube import MachineReporter, SlicePublisher, make_client
 
         client = make_client(args.kubeconfig, timeout=args.api_timeout)
-        publisher = SlicePublisher(client, node, metrics=metrics)
+
+        def on_sharing(available: bool) -> None:
+            # The write's answer shows whether the server keeps allowMultipleAllocations: the
+            # Machine says so (SharingAvailable), at once if a walk already reported.
+            if reporter is not None and reporter.set_sharing(available):
+                agent.wake(Wake.REPORT)
+
+        publisher = SlicePublisher(client, node, metrics=metrics, on_sharing=on_sharing)
         if args.machine is None:
             reporter = MachineReporter(client, node, metrics=metrics)
         else:

@@ -31,6 +31,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FACTS_CONDITION = "FactsPublished"
+SHARING_CONDITION = "SharingAvailable"
+
+
+def sharing_condition(available: bool) -> dict[str, Any]:
+    """Whether the API server keeps ``allowMultipleAllocations`` (the DRAConsumableCapacity
+    feature gate, KEP-5075): without it every render node is exclusive to one claim."""
+    if available:
+        return {"type": SHARING_CONDITION, "status": "True", "reason": "SharingKept",
+                "message": "the API server keeps allowMultipleAllocations: render nodes can be "
+                           "shared between claims"}
+    return {"type": SHARING_CONDITION, "status": "False", "reason": "SharingDropped",
+            "message": "the API server dropped allowMultipleAllocations from the slice: each "
+                       "render node goes to one claim at a time; enable the "
+                       "DRAConsumableCapacity feature gate"}
 
 
 def _now() -> str:
@@ -88,6 +102,8 @@ class MachineReporter:
         self._bad_spec_said: str | None = None
         self._spec = MachineSpec()
         self._desired: dict[str, Any] | None = None
+        self._sharing: dict[str, Any] | None = None  # the SharingAvailable condition, once known
+        self._inputs: tuple[Inventory, dict[str, Any] | None] | None = None
         self._retry = RetrySchedule(log, f"Machine {node} status", "reporting")
         self.writes = 0
 
@@ -168,9 +184,28 @@ class MachineReporter:
     # ---- the status --------------------------------------------------------------------------
 
     def set_status(self, inv: Inventory, fragment: dict[str, Any] | None = None) -> None:
+        with self._lock:
+            self._inputs = (inv, fragment)
+            sharing = copy.deepcopy(self._sharing)
+        if sharing is not None:
+            fragment = dict(fragment or {})
+            fragment["conditions"] = [*(fragment.get("conditions") or []), sharing]
         desired = build_status(inv, fragment, self.previous_status, self.generation)
         with self._lock:
             self._desired = desired
+
+    def set_sharing(self, available: bool) -> bool:
+        """Report ``SharingAvailable``; True when the desired status changed (a sync is due)."""
+        cond = sharing_condition(available)
+        with self._lock:
+            if self._sharing == cond:
+                return False
+            self._sharing = cond
+            inputs = self._inputs
+        if inputs is None:
+            return False  # the next walk's status carries it
+        self.set_status(*inputs)
+        return not self.in_sync()
 
     def retry_in(self, now: float | None = None) -> float | None:
         return self._retry.retry_in(now)
