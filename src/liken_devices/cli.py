@@ -21,6 +21,7 @@ from .agent import cli as agent_cli
 from .cliargs import InputError, dump, inputs_parent, node_from_args, sources_from_args
 from .inventory import Inventory, Sources
 from .machine import cli as machine_cli
+from .match import cli as match_cli
 from .plugin import cli as plugin_cli
 from .slices import devices_json, ensure_valid, make_slice
 
@@ -232,6 +233,7 @@ SUBCOMMANDS: tuple[Register, ...] = (
     plugin_cli.register,
     agent_cli.register,
     machine_cli.register,
+    match_cli.register,
 )
 
 

@@ -1,6 +1,6 @@
 """A loopback HTTP server that answers like the Kubernetes API server for the objects we touch.
 
-No kube-apiserver can be had on the test machine (reference/runtime.md §4), and the project's
+No kube-apiserver can be had on the test machine, and the project's
 standards ask for a loopback server that *enforces the API's rules* rather than a mock that
 accepts anything. This one speaks plain HTTP/1.1 JSON on 127.0.0.1 and keeps, per object kind:
 
@@ -8,12 +8,18 @@ accepts anything. This one speaks plain HTTP/1.1 JSON on 127.0.0.1 and keeps, pe
   list and watch with the ``spec.nodeName``/``spec.driver`` field selectors, update (PUT, 409 on
   a stale resourceVersion), merge patch, server-side apply (``application/apply-patch+yaml``
   with ``fieldManager``/``force`` and field ownership), delete (with uid/resourceVersion
-  preconditions) and delete-collection (what the kubelet does at start, dra-api.md §6.3).
+  preconditions) and delete-collection (what the kubelet does when it starts).
   Every write is checked with ``kubernetes_validate`` (strict, against 1.34 by default) and
-  with the API server's hand-written limits (dra-api.md §2), through the project's own
-  ``liken_devices.slices.validate_slice``; a violation answers 422 with a Status body.
-  Immutable fields (§2.4 rule 1) are enforced. ``metadata.generation`` rises when ``spec`` changes.
+  with the API server's hand-written limits (resource.k8s.io/v1 validation), through the
+  project's own ``liken_devices.slices.validate_slice``; a violation answers 422 with a Status body.
+  Immutable fields (driver, pool name, node name) are enforced. ``metadata.generation`` rises
+  when ``spec`` changes.
 * ResourceClaims (namespaced): get and list; tests set, re-UID, de-allocate and delete them.
+* DeviceClasses (cluster-scoped) and ResourceClaimTemplates (namespaced): get and list; tests put
+  them.
+* Every list is paginated as the API server paginates: ``limit`` and ``continue`` (a token of
+  the first page's resourceVersion, each later page served from the store as it was then, 410
+  Expired when the history no longer reaches back), ``remainingItemCount``.
 * Nodes: get (tests add them; each has a uid for owner references).
 * Machines (``liken.sh/v1alpha1``, cluster-scoped): get, list, watch, create, and the
   ``/status`` subresource (GET, PUT, merge PATCH, apply PATCH). Writes are checked against the
@@ -29,6 +35,7 @@ server down and up on the same port while its store survives (an outage).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import functools
@@ -54,9 +61,11 @@ JSON = dict[str, Any]
 
 SLICES = ("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
 CLAIMS = ("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+CLASSES = ("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
+TEMPLATES = ("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True)
 NODES = ("", "v1", "nodes", "Node", False)
 MACHINES = ("liken.sh", "v1alpha1", "machines", "Machine", False)
-KINDS = {k[2]: k for k in (SLICES, CLAIMS, NODES, MACHINES)}
+KINDS = {k[2]: k for k in (SLICES, CLAIMS, CLASSES, TEMPLATES, NODES, MACHINES)}
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO / "deploy" / "liken-devices" / "machine-crd.yaml"
@@ -366,7 +375,7 @@ class FakeApiServer:
                 if node is None or s["spec"].get("nodeName") == node]
 
     def kubelet_restart_wipe(self, node: str) -> int:
-        """What the kubelet does when it starts: delete every slice of its node (§6.3)."""
+        """What the kubelet does when it starts: delete every slice of its node."""
         gone = 0
         for s in self.slices(node):
             gone += self.delete_object("resourceslices", s["metadata"]["name"])
@@ -449,7 +458,7 @@ class FakeApiServer:
                                  f"{where}: {exc.message}") from None
 
     def _drop_gated(self, plural: str, obj: JSON) -> None:
-        """An API server with DRAConsumableCapacity off drops the field silently (§1.8)."""
+        """An API server with DRAConsumableCapacity off drops the field silently (KEP-5075)."""
         if plural != "resourceslices" or self.gate_consumable_capacity:
             return
         for dev in (obj.get("spec") or {}).get("devices") or []:
@@ -554,7 +563,7 @@ class FakeApiServer:
         raise ApiFailure(405, f"{method} is not supported on {path}")
 
     def _writable(self, plural: str, sub: str | None) -> None:
-        if plural in ("nodes", "resourceclaims"):
+        if plural in ("nodes", "resourceclaims", "deviceclasses", "resourceclaimtemplates"):
             raise ApiFailure(405, f"this fake server only reads {plural}")
         if sub is not None and not (plural == "machines" and sub == "status"):
             raise ApiFailure(404, f"no subresource {sub} on {plural}")
@@ -566,16 +575,69 @@ class FakeApiServer:
         return obj
 
     def _list(self, plural: str, namespace: str | None, query: dict[str, str]) -> JSON:
+        """A list, in pages when ``limit`` is given (the API's chunking rules).
+
+        A page ends with ``metadata.continue`` (an opaque token: the resourceVersion of the
+        first page and the last key served) and, without a selector, ``remainingItemCount``.
+        Every later page is served from the store as it was at that resourceVersion, rebuilt
+        from the change history; a token older than the history answers 410 Expired, as a
+        compacted etcd does. ``continue`` with ``resourceVersion`` is a 400, as is a token the
+        server did not issue.
+        """
         selector = _field_selector(query.get("fieldSelector", ""))
+        limit = _limit(query.get("limit"))
+        token = query.get("continue")
         with self._lock:
-            items = [copy.deepcopy(o) for (p, ns, _), o in sorted(self._objects.items(),
-                                                                  key=lambda kv: str(kv[0]))
-                     if p == plural and (namespace is None or ns == namespace)
-                     and _selected(o, None, selector)]
+            if token:
+                if query.get("resourceVersion") not in (None, ""):
+                    raise ApiFailure(400, "specifying resource version is not allowed when "
+                                     "using continue", reason="BadRequest")
+                rv, start = _decode_continue(token)
+                objects = self._state_at(plural, rv)
+            else:
+                rv, start = self._last_rv, ""
+                objects = {k: o for k, o in self._objects.items() if k[0] == plural}
+            keys = sorted((str(k), k) for k in objects
+                          if str(k) > start and (namespace is None or k[1] == namespace)
+                          and _selected(objects[k], None, selector))
+            meta: JSON = {"resourceVersion": str(rv)}
+            if limit and len(keys) > limit:
+                rest = len(keys) - limit
+                keys = keys[:limit]
+                meta["continue"] = _encode_continue(rv, keys[-1][0])
+                if not selector:
+                    meta["remainingItemCount"] = rest
+            items = [copy.deepcopy(objects[k]) for _, k in keys]
             kind = KINDS[plural]
             return {"apiVersion": f"{kind[0]}/{kind[1]}" if kind[0] else kind[1],
-                    "kind": f"{kind[3]}List", "metadata": {"resourceVersion": str(self._last_rv)},
-                    "items": items}
+                    "kind": f"{kind[3]}List", "metadata": meta, "items": items}
+
+    def _state_at(self, plural: str, rv: int) -> dict[tuple[str, str | None, str], JSON]:
+        """The objects of ``plural`` as they were at resourceVersion ``rv`` (lock held)."""
+        current = {k: o for k, o in self._objects.items() if k[0] == plural}
+        later = [h for h in self._history if h[0] > rv and h[1] == plural]
+        if not later:
+            return current
+        if not self._history or self._history[0][0] > rv + 1:
+            raise ApiFailure(410, "The provided continue parameter is too old to display a "
+                             "consistent list result. You can start a new list without the "
+                             "continue parameter.", reason="Expired")
+        state = dict(current)
+        for key in {_history_key(h) for h in later}:
+            before = [h for h in self._history if h[0] <= rv and _history_key(h) == key]
+            if before:
+                last = before[-1]
+                if last[2] == "DELETED":
+                    state.pop(key, None)
+                else:
+                    state[key] = last[3]
+                continue
+            first_after = next(h for h in later if _history_key(h) == key)
+            if first_after[2] != "ADDED":  # its state at rv fell out of the history
+                raise ApiFailure(410, "The provided continue parameter is too old to display "
+                                 "a consistent list result.", reason="Expired")
+            state.pop(key, None)  # created after rv
+        return state
 
     def _watch(self, plural: str, namespace: str | None, query: dict[str, str]) -> Watcher:
         w = Watcher(plural, namespace, _field_selector(query.get("fieldSelector", "")))
@@ -761,6 +823,41 @@ class FakeApiServer:
                 self.delete_object(plural, o["metadata"]["name"])
             return {"kind": f"{KINDS[plural][3]}List", "apiVersion": "resource.k8s.io/v1",
                     "metadata": {}, "items": doomed}
+
+
+def _limit(text: str | None) -> int:
+    if text in (None, ""):
+        return 0
+    assert text is not None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ApiFailure(400, f"invalid limit {text!r}: not an integer",
+                         reason="BadRequest") from None
+    if value < 0:
+        raise ApiFailure(400, f"invalid limit {value}: must be non-negative", reason="BadRequest")
+    return value
+
+
+def _encode_continue(rv: int, start: str) -> str:
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        if data.get("v") != "meta.k8s.io/v1":
+            raise ValueError("unknown version")
+        rv, start = int(data["rv"]), str(data["start"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ApiFailure(400, f"continue key is not valid: {exc}", reason="BadRequest") from None
+    return rv, start
+
+
+def _history_key(h: tuple[int, str, str, JSON]) -> tuple[str, str | None, str]:
+    meta = h[3].get("metadata", {})
+    return (h[1], meta.get("namespace"), meta.get("name"))
 
 
 def _now() -> str:

@@ -92,6 +92,15 @@ class Resources:
         return cls._get("claim", True, "resource.k8s.io", "v1", "ResourceClaim", "resourceclaims")
 
     @classmethod
+    def device_class(cls) -> Any:
+        return cls._get("class", False, "resource.k8s.io", "v1", "DeviceClass", "deviceclasses")
+
+    @classmethod
+    def claim_template(cls) -> Any:
+        return cls._get("template", True, "resource.k8s.io", "v1", "ResourceClaimTemplate",
+                        "resourceclaimtemplates")
+
+    @classmethod
     def _get(cls, key: str, namespaced: bool, group: str, version: str, kind: str,
              plural: str) -> Any:
         if key not in cls._cache:

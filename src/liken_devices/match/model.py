@@ -1,0 +1,388 @@
+"""The API objects ``match`` reads, parsed from YAML/JSON into plain typed values.
+
+Inputs are files a user hands over (``-f``, ``--slices``) or lists from the cluster; every one is
+hostile until parsed: bounded in bytes and count, every field type-checked, and a problem is an
+:class:`InputError` naming the object and field (exit 2, one line). The shapes are those of
+``resource.k8s.io/v1`` (DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice) and a
+Pod's ``spec.resourceClaims``; the older ``v1beta1`` request shape (fields directly on the
+request instead of under ``exactly``) is read too, since kubectl may still print it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..inventory.context import InputError
+
+MAX_CLAIM_FILE = 4 * 1024 * 1024
+MAX_SLICE_FILE = 512 * 1024 * 1024
+MAX_OBJECTS = 200_000
+# API limits on a claim (resource.k8s.io/v1): requests, subrequests, selectors, constraints.
+MAX_REQUESTS = 32
+MAX_SUBREQUESTS = 8
+MAX_SELECTORS = 32
+MAX_CONSTRAINTS = 32
+MAX_COUNT = 128  # a request cannot get more devices than one slice holds
+
+try:  # the C loader is many times faster on a fleet's worth of slices
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+
+def load_documents(path: Path, limit: int = MAX_CLAIM_FILE) -> list[dict[str, Any]]:
+    """Every object in a YAML or JSON file; a ``List`` (kubectl's ``-o yaml``) is unpacked."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise InputError(f"{path}: larger than {limit} bytes")
+    try:
+        docs = list(yaml.load_all(data, Loader=_Loader))
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not YAML: {str(exc).splitlines()[0]}") from None
+    out: list[dict[str, Any]] = []
+    for doc in _unpack(docs):
+        if not isinstance(doc, dict):
+            raise InputError(f"{path}: a document is not an object")
+        out.append(doc)
+        if len(out) > MAX_OBJECTS:
+            raise InputError(f"{path}: more than {MAX_OBJECTS} objects")
+    return out
+
+
+def _unpack(docs: Iterable[Any]) -> Iterator[Any]:
+    for doc in docs:
+        if doc is None:
+            continue
+        if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") \
+                and isinstance(doc.get("items"), list):
+            yield from _unpack(doc["items"])
+        else:
+            yield doc
+
+
+def _name(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        raise InputError(f"{obj.get('kind', 'object')}: no metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{obj.get('kind', 'object')}: no metadata.name")
+    ns = meta.get("namespace")
+    return (ns if isinstance(ns, str) and ns else "default"), name
+
+
+def _list(value: Any, where: str, limit: int) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"{where}: not a list")
+    if len(value) > limit:
+        raise InputError(f"{where}: more than {limit} entries")
+    return value
+
+
+def _selectors(value: Any, where: str) -> list[str]:
+    out = []
+    for i, sel in enumerate(_list(value, where, MAX_SELECTORS)):
+        expr = sel.get("cel", {}).get("expression") if isinstance(sel, dict) else None
+        if not isinstance(expr, str):
+            raise InputError(f"{where}[{i}]: no cel.expression")
+        out.append(expr)
+    return out
+
+
+@dataclass(frozen=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, obj: dict[str, Any]) -> DeviceClass:
+        _, name = _name(obj)
+        spec = obj.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise InputError(f"DeviceClass {name}: spec is not an object")
+        return cls(name, tuple(_selectors(spec.get("selectors"),
+                                          f"DeviceClass {name}: spec.selectors")))
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: dict[str, Any]) -> bool:
+        if self.effect and self.effect != taint.get("effect"):
+            return False
+        if self.key and self.key != taint.get("key"):
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == (taint.get("value") or "")
+
+
+@dataclass(frozen=True)
+class Subrequest:
+    """What one request (or one ``firstAvailable`` alternative) asks for."""
+
+    name: str  # "req" or "req/sub"
+    class_name: str
+    selectors: tuple[str, ...]
+    all_devices: bool
+    count: int
+    admin_access: bool
+    tolerations: tuple[Toleration, ...] = ()
+
+    @classmethod
+    def parse(cls, name: str, spec: Any, where: str) -> Subrequest:
+        if not isinstance(spec, dict):
+            raise InputError(f"{where}: not an object")
+        class_name = spec.get("deviceClassName")
+        if not isinstance(class_name, str) or not class_name:
+            raise InputError(f"{where}: deviceClassName is required")
+        mode = spec.get("allocationMode") or "ExactCount"
+        if mode not in ("ExactCount", "All"):
+            raise InputError(f"{where}: allocationMode {mode!r} is neither ExactCount nor All")
+        count = spec.get("count")
+        if mode == "All":
+            if count not in (None, 0):
+                raise InputError(f"{where}: count must be unset with allocationMode All")
+            count = 0
+        else:
+            count = 1 if count is None else count
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise InputError(f"{where}: count must be a positive integer")
+            if count > MAX_COUNT:
+                raise InputError(f"{where}: count {count} is more than a slice holds "
+                                 f"({MAX_COUNT})")
+        admin = spec.get("adminAccess")
+        if admin is not None and not isinstance(admin, bool):
+            raise InputError(f"{where}: adminAccess is not a boolean")
+        tolerations = []
+        for i, t in enumerate(_list(spec.get("tolerations"), f"{where}.tolerations", 16)):
+            if not isinstance(t, dict):
+                raise InputError(f"{where}.tolerations[{i}]: not an object")
+            tolerations.append(Toleration(str(t.get("key") or ""),
+                                          str(t.get("operator") or "Equal"),
+                                          str(t.get("value") or ""), str(t.get("effect") or "")))
+        return cls(name, class_name, tuple(_selectors(spec.get("selectors"),
+                                                      f"{where}.selectors")),
+                   mode == "All", count, bool(admin), tuple(tolerations))
+
+
+@dataclass(frozen=True)
+class Request:
+    name: str
+    alternatives: tuple[Subrequest, ...]  # one for `exactly`, in order for `firstAvailable`
+    first_available: bool
+
+
+@dataclass(frozen=True)
+class Constraint:
+    requests: tuple[str, ...]  # empty: every request
+    match_attribute: str | None
+    distinct_attribute: str | None
+
+
+@dataclass
+class Claim:
+    """A ResourceClaim, or the claim a ResourceClaimTemplate makes (``kind`` says which)."""
+
+    kind: str
+    namespace: str
+    name: str
+    requests: list[Request]
+    constraints: list[Constraint]
+    allocation: list[dict[str, Any]] | None = None  # status.allocation.devices.results
+    reserved_for: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @classmethod
+    def parse(cls, obj: dict[str, Any]) -> Claim:
+        kind = str(obj.get("kind"))
+        ns, name = _name(obj)
+        where = f"{kind} {ns}/{name}"
+        spec = obj.get("spec")
+        if kind == "ResourceClaimTemplate":
+            spec = spec.get("spec") if isinstance(spec, dict) else None
+            where += ": spec.spec"
+        else:
+            where += ": spec"
+        if not isinstance(spec, dict):
+            raise InputError(f"{where}: missing")
+        devices = spec.get("devices") or {}
+        if not isinstance(devices, dict):
+            raise InputError(f"{where}.devices: not an object")
+        requests: list[Request] = []
+        seen: set[str] = set()
+        for i, r in enumerate(_list(devices.get("requests"), f"{where}.devices.requests",
+                                    MAX_REQUESTS)):
+            rw = f"{where}.devices.requests[{i}]"
+            if not isinstance(r, dict) or not isinstance(r.get("name"), str) or not r["name"]:
+                raise InputError(f"{rw}: a request needs a name")
+            rname = r["name"]
+            if rname in seen:
+                raise InputError(f"{rw}: duplicate request name {rname!r}")
+            seen.add(rname)
+            if "firstAvailable" in r:
+                if "exactly" in r:
+                    raise InputError(f"{rw}: exactly one of exactly and firstAvailable")
+                subs = []
+                for j, s in enumerate(_list(r["firstAvailable"], f"{rw}.firstAvailable",
+                                            MAX_SUBREQUESTS)):
+                    sname = s.get("name") if isinstance(s, dict) else None
+                    if not isinstance(sname, str) or not sname:
+                        raise InputError(f"{rw}.firstAvailable[{j}]: a subrequest needs a name")
+                    subs.append(Subrequest.parse(f"{rname}/{sname}", s,
+                                                 f"{rw}.firstAvailable[{j}]"))
+                if not subs:
+                    raise InputError(f"{rw}.firstAvailable: empty")
+                requests.append(Request(rname, tuple(subs), True))
+            elif "exactly" in r:
+                requests.append(Request(rname, (Subrequest.parse(rname, r["exactly"],
+                                                                 f"{rw}.exactly"),), False))
+            elif "deviceClassName" in r:  # v1beta1 shape
+                requests.append(Request(rname, (Subrequest.parse(rname, r, rw),), False))
+            else:
+                raise InputError(f"{rw}: one of exactly and firstAvailable is required")
+        constraints = []
+        for i, c in enumerate(_list(devices.get("constraints"), f"{where}.devices.constraints",
+                                    MAX_CONSTRAINTS)):
+            cw = f"{where}.devices.constraints[{i}]"
+            if not isinstance(c, dict):
+                raise InputError(f"{cw}: not an object")
+            names = tuple(str(x) for x in _list(c.get("requests"), f"{cw}.requests",
+                                                 MAX_REQUESTS))
+            for n in names:
+                if n.split("/", 1)[0] not in seen:
+                    raise InputError(f"{cw}: no request named {n!r}")
+            match, distinct = c.get("matchAttribute"), c.get("distinctAttribute")
+            if (match is None) == (distinct is None):
+                raise InputError(f"{cw}: exactly one of matchAttribute and distinctAttribute")
+            for attr in (match, distinct):
+                if attr is not None and (not isinstance(attr, str) or "/" not in attr):
+                    raise InputError(f"{cw}: the attribute must be fully qualified "
+                                     f"(domain/name): {attr!r}")
+            constraints.append(Constraint(names, match, distinct))
+        claim = cls("ResourceClaim" if kind == "ResourceClaim" else "ResourceClaimTemplate",
+                    ns, name, requests, constraints)
+        status = obj.get("status")
+        if kind == "ResourceClaim" and isinstance(status, dict):
+            alloc = status.get("allocation")
+            if isinstance(alloc, dict):
+                results = (alloc.get("devices") or {}).get("results")
+                claim.allocation = [r for r in _list(results, f"{where}: status results", 4096)
+                                    if isinstance(r, dict)]
+            for ref in _list(status.get("reservedFor"), f"{where}: status.reservedFor", 256):
+                if isinstance(ref, dict) and isinstance(ref.get("name"), str):
+                    claim.reserved_for.append(f"{ref.get('resource', 'pods')}/{ref['name']}")
+        return claim
+
+
+@dataclass(frozen=True)
+class PodClaims:
+    """A Pod's ``spec.resourceClaims``: entry name -> (claim name or None, template name)."""
+
+    namespace: str
+    name: str
+    entries: tuple[tuple[str, str | None, str | None], ...]
+
+    @classmethod
+    def parse(cls, obj: dict[str, Any]) -> PodClaims:
+        ns, name = _name(obj)
+        spec = obj.get("spec") or {}
+        entries = []
+        for i, rc in enumerate(_list(spec.get("resourceClaims") if isinstance(spec, dict)
+                                     else None, f"Pod {ns}/{name}: spec.resourceClaims", 32)):
+            if not isinstance(rc, dict) or not isinstance(rc.get("name"), str):
+                raise InputError(f"Pod {ns}/{name}: spec.resourceClaims[{i}]: no name")
+            claim, template = rc.get("resourceClaimName"), rc.get("resourceClaimTemplateName")
+            if (claim is None) == (template is None):
+                raise InputError(f"Pod {ns}/{name}: spec.resourceClaims[{i}]: exactly one of "
+                                 "resourceClaimName and resourceClaimTemplateName")
+            entries.append((rc["name"], claim, template))
+        return cls(ns, name, tuple(entries))
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of a slice, with where it lives."""
+
+    driver: str
+    pool: str
+    name: str
+    node: str | None  # None: a slice for all nodes
+    attributes: dict[str, Any]
+    capacity: dict[str, Any]
+    allow_multiple: bool
+    taints: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.name)
+
+    def attribute(self, qualified: str) -> Any:
+        """The one value of a fully qualified attribute, or None when the device lacks it."""
+        domain, _, ident = qualified.partition("/")
+        attr = self.attributes.get(qualified)
+        if attr is None and domain == self.driver:
+            attr = self.attributes.get(ident)
+        if not isinstance(attr, dict) or len(attr) != 1:
+            return None
+        kind, value = next(iter(attr.items()))
+        return (kind, tuple(value) if isinstance(value, list) else value)
+
+
+def slice_devices(slices: Iterable[dict[str, Any]]) -> list[Device]:
+    """The devices of the newest generation of every pool, in slice order.
+
+    Consumers use only the slices of a pool that carry its highest ``pool.generation``
+    (resource.k8s.io/v1 ResourcePool); older ones are left over from a replaced publication.
+    """
+    parsed: list[tuple[str, str, int, dict[str, Any]]] = []
+    newest: dict[tuple[str, str], int] = {}
+    for s in slices:
+        spec = s.get("spec") if isinstance(s, dict) else None
+        if not isinstance(spec, dict):
+            raise InputError("a ResourceSlice has no spec")
+        driver, pool = spec.get("driver"), spec.get("pool")
+        if not isinstance(driver, str) or not isinstance(pool, dict) \
+                or not isinstance(pool.get("name"), str):
+            raise InputError("a ResourceSlice lacks spec.driver or spec.pool.name")
+        gen = pool.get("generation", 0)
+        gen = gen if isinstance(gen, int) else 0
+        key = (driver, pool["name"])
+        newest[key] = max(newest.get(key, gen), gen)
+        parsed.append((driver, pool["name"], gen, spec))
+    out: list[Device] = []
+    for driver, pool, gen, spec in parsed:
+        if gen != newest[(driver, pool)]:
+            continue
+        node = spec.get("nodeName") if isinstance(spec.get("nodeName"), str) else None
+        if node is None and spec.get("allNodes") is not True:
+            continue  # a nodeSelector slice: which nodes it reaches needs the Nodes' labels
+        for d in _list(spec.get("devices"), f"ResourceSlice {driver}/{pool}: devices", 1024):
+            if not isinstance(d, dict) or not isinstance(d.get("name"), str):
+                raise InputError(f"ResourceSlice {driver}/{pool}: a device has no name")
+            attrs = d.get("attributes") or {}
+            caps = d.get("capacity") or {}
+            if not isinstance(attrs, dict) or not isinstance(caps, dict):
+                raise InputError(f"device {d['name']}: attributes/capacity not objects")
+            taints = tuple(t for t in (d.get("taints") or []) if isinstance(t, dict))
+            out.append(Device(driver, pool, d["name"], node, attrs, caps,
+                              d.get("allowMultipleAllocations") is True, taints))
+    return out
