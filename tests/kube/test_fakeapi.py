@@ -1,7 +1,8 @@
 """The loopback API server enforces what the real one does for the objects we write.
 
 If the fake accepted what the API server refuses, every publishing test above it would prove
-nothing; these tests pin the rules it must keep (dra-api.md §1, §2, §6.3, §6.6).
+nothing; these tests pin the rules it must keep (resource.k8s.io/v1 and its validation, the
+kubelet's slice wipe at start, fields a disabled feature gate drops, list chunking).
 """
 
 from __future__ import annotations
@@ -306,3 +307,75 @@ def test_apply_with_resource_version_does_not_create(api: FakeApiServer) -> None
                            "application/apply-patch+yaml")
     assert code == 404 and status["reason"] == "NotFound"
     assert api.slices() == []
+
+
+def _page(api: FakeApiServer, query: str) -> tuple[int, dict[str, Any]]:
+    status, body, _ = call(api, "GET", f"{SLICES}?{query}")
+    return status, body
+
+
+def test_list_pages_with_limit_and_continue(api: FakeApiServer) -> None:
+    for i in range(7):
+        api.put_object("resourceslices", a_slice(f"n{i}"))
+    status, first = _page(api, "limit=3")
+    assert status == 200
+    assert [o["metadata"]["name"] for o in first["items"]] == \
+        ["n0-liken.sh", "n1-liken.sh", "n2-liken.sh"]
+    assert first["metadata"]["remainingItemCount"] == 4
+    token = first["metadata"]["continue"]
+    # Changes after the first page do not show in later pages: they read the first page's
+    # resourceVersion, as a consistent list does.
+    api.delete_object("resourceslices", "n4-liken.sh")
+    api.put_object("resourceslices", a_slice("n9"))
+    changed = api.get_object("resourceslices", "n5-liken.sh")
+    assert changed is not None
+    changed["spec"]["pool"]["generation"] = 7
+    api.put_object("resourceslices", changed)
+    names, pages = [], 0
+    while token:
+        status, page = _page(api, f"limit=3&continue={token}")
+        assert status == 200 and page["metadata"]["resourceVersion"] == \
+            first["metadata"]["resourceVersion"]
+        names += [o["metadata"]["name"] for o in page["items"]]
+        n5 = [o for o in page["items"] if o["metadata"]["name"] == "n5-liken.sh"]
+        assert all(o["spec"]["pool"]["generation"] == 1 for o in n5)
+        token = page["metadata"].get("continue")
+        pages += 1
+    assert names == ["n3-liken.sh", "n4-liken.sh", "n5-liken.sh", "n6-liken.sh"]
+    assert pages == 2
+    # A fresh list sees the changes; a selector drops remainingItemCount.
+    status, fresh = _page(api, "limit=100")
+    assert "n9-liken.sh" in [o["metadata"]["name"] for o in fresh["items"]]
+    assert "continue" not in fresh["metadata"]
+    status, sel = _page(api, "limit=1&fieldSelector=spec.driver%3Dliken.sh")
+    assert "continue" in sel["metadata"] and "remainingItemCount" not in sel["metadata"]
+
+
+def test_list_paging_errors(api: FakeApiServer) -> None:
+    for i in range(3):
+        api.put_object("resourceslices", a_slice(f"n{i}"))
+    assert _page(api, "limit=-1")[0] == 400
+    assert _page(api, "limit=ten")[0] == 400
+    assert _page(api, "continue=bm90LWEtdG9rZW4")[0] == 400
+    status, first = _page(api, "limit=1")
+    token = first["metadata"]["continue"]
+    assert _page(api, f"limit=1&continue={token}&resourceVersion=5")[0] == 400
+    # Enough history later, the token's resourceVersion is compacted away: 410 Expired.
+    for i in range(2100):
+        api.put_object("nodes", {"metadata": {"name": f"x{i % 5}"}})
+    api.delete_object("resourceslices", "n2-liken.sh")
+    status, body = _page(api, f"limit=1&continue={token}")
+    assert status == 410 and body["reason"] == "Expired"
+
+
+def test_lightkube_follows_pages(api: FakeApiServer, tmp_path: Path) -> None:
+    from liken_devices.kube.client import Resources, make_client
+
+    for i in range(11):
+        api.put_object("resourceslices", a_slice(f"n{i}"))
+    client = make_client(api.write_kubeconfig(tmp_path / "kc"), timeout=5.0)
+    api.verbs.clear()
+    got = [o["metadata"]["name"] for o in client.list(Resources.slice(), chunk_size=4)]
+    assert len(got) == 11 and len(set(got)) == 11
+    assert [v for v in api.verbs] == [("list", "resourceslices")] * 3
+    client.close()

@@ -1,0 +1,161 @@
+"""``claim-for`` on every real recording: each published device's generated claim, evaluated by
+``match`` against the same slice, selects exactly that device, and still does after a USB device
+is replugged at another port and enumerated with another device number (same serial).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("cel_expr_python")
+
+from liken_devices import DRIVER
+from liken_devices.cli import main
+from liken_devices.inventory import Context, Facts, MachineSpec
+from liken_devices.inventory.policy import build_inventory
+from liken_devices.match.cel import environment
+from liken_devices.match.claimfor import Ambiguous, generate
+from liken_devices.match.matching import Question, answer
+from liken_devices.slices import devices_json, make_slice
+from liken_devices.sysfs.umockdev import load_recording
+from tests.support.corpus import recording_params
+
+NODE = "n1"
+
+
+def slice_of(path: Path) -> dict[str, Any]:
+    snap = load_recording(path)
+    inv = build_inventory(snap, Context(Facts(frozenset()), MachineSpec()))
+    return make_slice(NODE, DRIVER, devices_json(inv))
+
+
+def chosen_by_match(objects: list[dict[str, Any]], slice_obj: dict[str, Any]) -> list[str]:
+    """What ``match`` allocates for the generated Pod on ``slice_obj`` (empty: nothing)."""
+    q = Question()
+    for o in objects:
+        q.add(o, "generated")
+    (node,) = answer(environment(), q, [slice_obj], NODE)
+    ((_, (result,)),) = node.results
+    if not result.allocatable:
+        return []
+    return [d.name for rr in result.requests for d in rr.devices]
+
+
+def claim_for(slice_obj: dict[str, Any], name: str) -> tuple[list[dict[str, Any]], bool]:
+    try:
+        return generate(slice_obj, name).objects, False
+    except Ambiguous:
+        return generate(slice_obj, name, by_address=True).objects, True
+
+
+def usb_port(device: dict[str, Any]) -> str | None:
+    attrs = device["attributes"]
+    if attrs.get("bus", {}).get("string") != "usb":
+        return None
+    return str(attrs["address"]["string"]).split(":")[0]
+
+
+def replug(text: str, port: str) -> tuple[str, str]:
+    """The recording with the USB device at ``port`` moved to a free port on the same bus, and
+    enumerated with a new device number; its serial and everything else stay."""
+    bus, _, path = port.partition("-")
+    head, _, last = path.rpartition(".")
+    taken = set(re.findall(r"/(\d+-[\d.]+)(?=[/:]|$)", text, re.M))
+    for n in range(int(last) + 1, int(last) + 40):
+        new = f"{bus}-{head + '.' if head else ''}{n}"
+        if new not in taken:
+            break
+    moved = re.sub(rf"(?<=/){re.escape(port)}(?=[/:.\s]|$)", new, text, flags=re.M)
+    # The usbfs number changes at every enumeration (seed, "USB devices").
+    lines = []
+    in_device = False
+    for line in moved.splitlines():
+        if line.startswith("P: "):
+            in_device = line.rstrip().endswith("/" + new)
+        if in_device:
+            line = re.sub(r"^(N: bus/usb/\d{3}/)(\d{3})", lambda m: m.group(1) + "077", line)
+            line = re.sub(r"^(E: DEVNUM=)\d+", r"\g<1>077", line)
+            line = re.sub(r"^(A: devnum=)\d+", r"\g<1>77", line)
+        lines.append(line)
+    return "\n".join(lines) + "\n", new
+
+
+@pytest.mark.parametrize("path", recording_params())
+def test_claim_for_every_device_selects_it(path: Path, tmp_path: Path) -> None:
+    slice_obj = slice_of(path)
+    devices = slice_obj["spec"]["devices"]
+    text = path.read_text(errors="surrogateescape")
+    for device in devices:
+        objects, by_address = claim_for(slice_obj, device["name"])
+        assert chosen_by_match(objects, slice_obj) == [device["name"]], device["name"]
+        port = usb_port(device)
+        if port is None or by_address:
+            continue
+        moved_text, new_port = replug(text, port)
+        moved_file = tmp_path / "moved.umockdev"
+        moved_file.write_text(moved_text, errors="surrogateescape")
+        moved = slice_of(moved_file)
+        serial = device["attributes"].get("serial")
+        (same,) = [d for d in moved["spec"]["devices"]
+                   if d["attributes"].get("serial") == serial
+                   and d["attributes"].get("vendor") == device["attributes"].get("vendor")
+                   and d["attributes"].get("product") == device["attributes"].get("product")
+                   and d["attributes"].get("subsystem") == device["attributes"].get("subsystem")
+                   and str(d["attributes"]["address"]["string"]).partition(":")[2]
+                   == str(device["attributes"]["address"]["string"]).partition(":")[2]]
+        assert same["name"] != device["name"], "the replug did not move the device"
+        assert str(same["attributes"]["address"]["string"]).startswith(new_port)
+        assert chosen_by_match(objects, moved) == [same["name"]], device["name"]
+
+
+def twin_slice() -> dict[str, Any]:
+    def stick(port: str) -> dict[str, Any]:
+        return {"name": f"usb-{port.replace(':', '-').replace('.', '-')}", "attributes": {
+            "bus": {"string": "usb"}, "vendor": {"string": "1a86"},
+            "product": {"string": "7523"}, "subsystem": {"string": "tty"},
+            "driver": {"string": "ch341"}, "address": {"string": port}}}
+    return make_slice(NODE, DRIVER, [stick("1-2:1.0"), stick("1-3:1.0")])
+
+
+def test_identical_sticks_without_serial_are_refused(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    slices = tmp_path / "s.yaml"
+    slices.write_text(yaml.safe_dump(twin_slice()))
+    rc = main(["claim-for", "usb-1-2-1-0", "--slices", str(slices)])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "cannot be told apart from usb-1-3-1-0" in err
+    assert "no serial number" in err and "--by-address" in err and "'1-2:1.0'" in err
+    rc = main(["claim-for", "usb-1-2-1-0", "--slices", str(slices), "--by-address"])
+    assert rc == 0
+    objects = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert chosen_by_match(objects, twin_slice()) == ["usb-1-2-1-0"]
+
+
+def test_any_selects_every_device_of_its_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    generated = generate(twin_slice(), "usb-1-2-1-0", any_of_kind=True)
+    q = Question()
+    for o in generated.objects:
+        q.add(o, "generated")
+    (node,) = answer(environment(), q, [twin_slice()], NODE)
+    ((_, (result,)),) = node.results
+    (alt,) = result.requests[0].alternatives
+    assert sorted(c.device.name for c in alt.matching) == ["usb-1-2-1-0", "usb-1-3-1-0"]
+
+
+def test_selectors_never_use_the_name_or_usbfs_number() -> None:
+    generated = generate(twin_slice(), "usb-1-2-1-0", any_of_kind=True)
+    joined = " ".join(generated.selectors)
+    assert "usb-1-2" not in joined and "1-2:" not in joined and "/dev/bus/usb" not in joined
+
+
+def test_unknown_device_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    slices = tmp_path / "s.yaml"
+    slices.write_text(yaml.safe_dump(twin_slice()))
+    assert main(["claim-for", "usb-9-9", "--slices", str(slices)]) == 2
+    assert "no published device named 'usb-9-9'" in capsys.readouterr().err
