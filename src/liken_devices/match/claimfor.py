@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import DRIVER
-from ..inventory.context import InputError
+from ..errors import InputError
 from .allocate import Evaluator
 from .cel import Env
 from .model import Device, DeviceClass, Subrequest, slice_devices

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import DRIVER
-from ..inventory.context import InputError
+from ..errors import InputError
 from .cel import DeviceInput, Env
 from .model import Claim, Device, slice_devices
 

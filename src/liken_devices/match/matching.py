@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..inventory.context import InputError
+from ..errors import InputError
 from .allocate import Alternative, ClaimResult, Evaluator, evaluate_claims
 from .cel import Env
 from .model import Claim, Device, DeviceClass, PodClaims, slice_devices

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ..inventory.context import InputError
+from ..errors import InputError
 
 MAX_CLAIM_FILE = 4 * 1024 * 1024
 MAX_SLICE_FILE = 512 * 1024 * 1024
