@@ -9,17 +9,15 @@ fleet view is read exactly as the command reads it (paginated list calls, lightk
 two cores, and serializes every page from its store: a real API server answers from its watch
 cache, so the times here are an upper bound for the client.
 
-Run ``python -m tests.bench.fleet_bench [--nodes N] [--rounds R] [--write]``; ``--write``
-replaces this benchmark's own section of docs/performance.md (between its BEGIN/END markers)
-with the measured figures. tests/bench/test_fleet_bench.py runs the same code on fewer nodes.
+``./tasks bench -k fleet`` measures it (tests/bench/test_fleet_bench.py) and writes the figures
+into docs/performance.md; ``python -m tests.bench.fleet_bench [--nodes N] [--rounds R]`` prints
+them for a quick look.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import resource
-import statistics
 import sys
 import tempfile
 import time
@@ -31,11 +29,8 @@ from liken_devices import DRIVER
 from liken_devices.kube.client import make_client
 from liken_devices.match.fleet import PAGE, build, read_cluster, to_text
 from liken_devices.slices import make_slice
+from tests.bench.figures import self_cpu
 from tests.support.fakeapi import FakeApiServer
-
-DOC = Path(__file__).resolve().parents[2] / "docs" / "performance.md"
-BEGIN = "<!-- BEGIN fleet-bench (written by tests/bench/fleet_bench.py --write) -->"
-END = "<!-- END fleet-bench -->"
 
 
 def _dev(name: str, allow: bool = False, **attrs: Any) -> dict[str, Any]:
@@ -89,49 +84,49 @@ def populate(api: FakeApiServer, nodes: int) -> int:
 
 
 @dataclass
-class Result:
-    nodes: int
-    objects: int
+class Pass:
+    """One fleet pass: wall and CPU seconds (client and in-process server), requests by kind."""
+
+    wall: float
+    cpu: float
+    build_render: float
     devices: int
-    requests: int
     by_resource: dict[str, int]
-    times: list[float]
-    build_render: list[float]
-    peak_rss_mib: float
+
+    @property
+    def requests(self) -> int:
+        return sum(self.by_resource.values())
 
 
-def measure(nodes: int, rounds: int = 3, page: int = PAGE) -> Result:
-    api = FakeApiServer().start()
-    try:
-        objects = populate(api, nodes)
-        with tempfile.TemporaryDirectory() as tmp:
-            kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
-            client = make_client(kubeconfig, timeout=120.0)
-            times, rest = [], []
-            requests = 0
-            by_resource: dict[str, int] = {}
-            devices = 0
-            for _ in range(rounds):
-                api.verbs.clear()
-                t0 = time.perf_counter()
-                snap = read_cluster(client, page=page)
-                t1 = time.perf_counter()
-                fleet = build(snap)
-                to_text(fleet)
-                t2 = time.perf_counter()
-                times.append(t2 - t0)
-                rest.append(t2 - t1)
-                requests = len(api.verbs)
-                by_resource = {}
-                for verb, res in api.verbs:
-                    assert verb == "list", f"fleet made a {verb} request"
-                    by_resource[res] = by_resource.get(res, 0) + 1
-                devices = len(fleet.rows)
-            client.close()
-    finally:
-        api.stop()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return Result(nodes, objects, devices, requests, by_resource, times, rest, rss)
+class Cluster:
+    """The loopback API server with ``nodes`` synthetic nodes, and a client for it."""
+
+    def __init__(self, nodes: int, directory: Path) -> None:
+        self.nodes = nodes
+        self.api = FakeApiServer().start()
+        self.objects = populate(self.api, nodes)
+        self.client = make_client(self.api.write_kubeconfig(directory / "kubeconfig"),
+                                  timeout=300.0)
+
+    def fleet_pass(self, page: int = PAGE) -> Pass:
+        """``liken-devices fleet`` as the command runs it: list, build, render."""
+        self.api.verbs.clear()
+        cpu0, t0 = self_cpu(), time.perf_counter()
+        snap = read_cluster(self.client, page=page)
+        t1 = time.perf_counter()
+        fleet = build(snap)
+        to_text(fleet)
+        t2 = time.perf_counter()
+        by_resource: dict[str, int] = {}
+        for verb, res in self.api.verbs:
+            if verb != "list":
+                raise AssertionError(f"fleet made a {verb} request on {res}")
+            by_resource[res] = by_resource.get(res, 0) + 1
+        return Pass(t2 - t0, self_cpu() - cpu0, t2 - t1, len(fleet.rows), by_resource)
+
+    def close(self) -> None:
+        self.client.close()
+        self.api.stop()
 
 
 def expected_requests(nodes: int, page: int = PAGE) -> int:
@@ -141,55 +136,21 @@ def expected_requests(nodes: int, page: int = PAGE) -> int:
             + max(1, math.ceil(math.ceil(nodes / 50) / page)))  # ResourceClaims
 
 
-def section(r: Result) -> str:
-    pages = ", ".join(f"{k} {v}" for k, v in sorted(r.by_resource.items()))
-    return "\n".join([
-        BEGIN,
-        "## Fleet view (`liken-devices fleet`)",
-        "",
-        "`tests/bench/fleet_bench.py`: the loopback API server holds "
-        f"{r.nodes:,} synthetic nodes ({r.objects:,} objects: Nodes, 12-device `liken.sh` "
-        "slices, `media.liken.sh` slices for half of them, Machines with status, claims), and "
-        "`fleet` reads them with paginated list calls (page size 500), builds the view and "
-        "renders the table. The fake server shares the process and the two cores and "
-        "serializes every page, so the times are an upper bound for the client.",
-        "",
-        "| nodes | devices | requests | min | median | build + render |",
-        "|---|---|---|---|---|---|",
-        f"| {r.nodes:,} | {r.devices:,} | {r.requests} ({pages}) | {min(r.times):.2f} s | "
-        f"{statistics.median(r.times):.2f} s | {statistics.median(r.build_render):.2f} s |",
-        "",
-        f"Every request is a list (no watch, no get); peak resident memory {r.peak_rss_mib:.0f} "
-        "MiB for the server and the client together.",
-        END,
-    ])
-
-
-def write_section(text: str, doc: Path = DOC) -> None:
-    body = doc.read_text() if doc.exists() else "# Performance\n"
-    if BEGIN in body and END in body:
-        head, _, rest = body.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        body = head + text + tail
-    else:
-        body = body.rstrip("\n") + "\n\n" + text + "\n"
-    tmp = doc.with_suffix(".md.tmp")
-    tmp.write_text(body)
-    tmp.replace(doc)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--nodes", type=int, default=5000)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--write", action="store_true",
-                   help="replace this benchmark's section of docs/performance.md")
     args = p.parse_args(argv)
-    r = measure(args.nodes, args.rounds)
-    text = section(r)
-    print(text)
-    if args.write:
-        write_section(text)
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = Cluster(args.nodes, Path(tmp))
+        try:
+            for _ in range(args.rounds):
+                r = cluster.fleet_pass()
+                print(f"{args.nodes} nodes, {r.devices} devices: {r.wall:.2f} s wall, "
+                      f"{r.cpu:.2f} s CPU, {r.build_render:.2f} s build+render, "
+                      f"{r.requests} requests {r.by_resource}")
+        finally:
+            cluster.close()
     return 0
 
 

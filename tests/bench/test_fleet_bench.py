@@ -1,25 +1,53 @@
-"""The fleet benchmark's code on a few hundred nodes: every request a list, one per page.
+"""Benchmark: ``liken-devices fleet`` over 5,000 nodes on the loopback API server.
 
-The 5,000-node figures in docs/performance.md come from ``python -m tests.bench.fleet_bench
---write``; this test keeps that script working and checks the request count it reports.
+Wall and CPU seconds of one pass (list, build, render), the requests it sends (one list per page,
+checked against the count the page size implies) and the peak memory. With benchmarks disabled
+(``./tasks test``) the same code runs once on 200 nodes. Figures: docs/performance.md, "Fleet
+view".
 """
 
 from __future__ import annotations
 
+import resource
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from tests.bench.fleet_bench import BEGIN, END, expected_requests, measure, section, write_section
+import pytest
+
+from .figures import record, timed
+from .fleet_bench import Cluster, Pass, expected_requests
+
+FULL = 5000
+QUICK = 200
 
 
-def test_fleet_requests_are_one_list_per_page(tmp_path: Path) -> None:
-    r = measure(260, rounds=1, page=100)
-    assert r.devices == 260 * 12 + 130
-    assert r.requests == expected_requests(260, page=100)
-    assert set(r.by_resource) == {"resourceslices", "nodes", "machines", "resourceclaims"}
-    doc = tmp_path / "performance.md"
-    doc.write_text("# Performance\n\n## Another section\n\nkept\n")
-    write_section(section(r), doc)
-    write_section(section(r), doc)  # a second run replaces its own section only
-    text = doc.read_text()
-    assert text.count(BEGIN) == 1 and text.count(END) == 1
-    assert "## Another section\n\nkept" in text and "| 260 |" in text
+@pytest.fixture
+def cluster(benchmark: Any, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(QUICK if benchmark.disabled else FULL, tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.mark.benchmark(group="fleet")
+def test_fleet_pass(benchmark: Any, cluster: Cluster) -> None:
+    passes: list[Pass] = []
+    benchmark.pedantic(lambda: passes.append(cluster.fleet_pass()), rounds=3, iterations=1,
+                       warmup_rounds=0)
+    last = passes[-1]
+    assert last.requests == expected_requests(cluster.nodes)
+    assert set(last.by_resource) == {"resourceslices", "nodes", "machines", "resourceclaims"}
+    assert last.devices == cluster.nodes * 12 + (cluster.nodes + 1) // 2
+    n = f"{cluster.nodes:,} nodes"
+    record(benchmark, "fleet", f"fleet pass, {n} (wall)", timed(benchmark), "s")
+    record(benchmark, "fleet", f"fleet pass, {n} (CPU, client and server)",
+           [p.cpu for p in passes], "s")
+    record(benchmark, "fleet", "build and render the table", [p.build_render for p in passes],
+           "s")
+    record(benchmark, "fleet", "requests per pass (all paginated lists)",
+           [float(p.requests) for p in passes], "requests",
+           note=", ".join(f"{k} {v}" for k, v in sorted(last.by_resource.items())))
+    record(benchmark, "fleet", "peak resident memory, client and server",
+           [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024], "MiB")
