@@ -159,3 +159,19 @@ def test_unknown_device_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixtu
     slices.write_text(yaml.safe_dump(twin_slice()))
     assert main(["claim-for", "usb-9-9", "--slices", str(slices)]) == 2
     assert "no published device named 'usb-9-9'" in capsys.readouterr().err
+
+
+def test_scan_to_claim_to_match_on_this_machine(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The user's path with the local inputs: claim-for a device, then match the claim."""
+    from tests.support.corpus import recording
+
+    rec = recording("thinkpad-t60p-systemd-sys-script.umockdev")
+    inputs = ["--recording", str(rec), "--facts", str(tmp_path / "nofacts"), "--node", NODE]
+    assert main(["claim-for", "usb-5-2-1-0", *inputs]) == 0
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(capsys.readouterr().out)
+    assert main(["match", "-f", str(claim), *inputs]) == 0
+    out = capsys.readouterr().out
+    assert "      request device (DeviceClass liken-usb-5-2-1-0, 1 device):" in out
+    assert "=> allocatable: device gets usb-5-2-1-0" in out

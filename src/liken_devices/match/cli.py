@@ -81,8 +81,10 @@ def _cluster_objects(args: argparse.Namespace, *, with_claims: bool) -> dict[str
 
     client = _client(args.kubeconfig or _default_kubeconfig())
     out: dict[str, list[Any]] = {}
+    fields = None if with_claims else {"spec.driver": DRIVER}
     try:
-        out["slices"] = list(list_all(client, Resources.slice(), page=args.page_size))
+        out["slices"] = list(list_all(client, Resources.slice(), page=args.page_size,
+                                      fields=fields))
         if with_claims:
             out["classes"] = list(list_all(client, Resources.device_class(),
                                            page=args.page_size))

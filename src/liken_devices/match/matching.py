@@ -217,32 +217,34 @@ def to_text(answers: Sequence[NodeAnswer], detail: bool) -> str:
         for label, results in a.results:
             out.append(f"  {label}:")
             for r in results:
+                pad = "    "
                 if len(results) > 1 or r.claim.label != label:
                     out.append(f"    {r.claim.label}:")
+                    pad = "      "
                 for rr in r.requests:
                     for alt in rr.alternatives:
                         mode = "all matching devices" if alt.sub.all_devices else \
                             f"{alt.sub.count} device{'s' if alt.sub.count != 1 else ''}"
                         extra = ", admin access" if alt.sub.admin_access else ""
-                        out.append(f"    request {alt.sub.name} (DeviceClass "
+                        out.append(f"{pad}request {alt.sub.name} (DeviceClass "
                                    f"{alt.sub.class_name}, {mode}{extra}):")
                         if alt.problem:
-                            out.append(f"      {alt.problem}")
+                            out.append(f"{pad}  {alt.problem}")
                             continue
                         for c in alt.matching:
                             state = "free" if c.free else f"held by {c.held_by}"
-                            out.append(f"      matches {c.device.name} ({state})")
+                            out.append(f"{pad}  matches {c.device.name} ({state})")
                         for rej in alt.rejected:
                             flag = "error " if rej.error else ""
-                            out.append(f"      {flag}{rej.device.name}: {rej.selector}: "
+                            out.append(f"{pad}  {flag}{rej.device.name}: {rej.selector}: "
                                        f"{rej.message}")
                         if not alt.matching and not alt.rejected:
-                            out.append("      the node publishes no devices")
+                            out.append(f"{pad}  the node publishes no devices")
                 for w in r.warnings:
                     if "CEL runtime error" in w:
-                        out.append("    warning: the scheduler stops allocating a claim at a "
+                        out.append(f"{pad}warning: the scheduler stops allocating a claim at a "
                                    "CEL runtime error; guard lookups with has() or .?name")
                         break
-                out.append(f"    => {r.reason}")
+                out.append(f"{pad}=> {r.reason}")
     out.append(summary(answers))
     return "\n".join(out) + "\n"
