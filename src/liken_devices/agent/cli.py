@@ -74,6 +74,9 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
         parts.add_argument("--registry-dir", type=Path, default=DEFAULT_REGISTRY_DIR,
                            metavar="DIR",
                            help=f"kubelet plugin registry (default {DEFAULT_REGISTRY_DIR})")
+        from ..plugin.cli import upgrade_args
+
+        upgrade_args(parts)
     p.set_defaults(func=cmd_run)
 
 
@@ -183,12 +186,13 @@ def _plugin(args: argparse.Namespace, node: str, sources: Any, client: Any,
             walk: Any, metrics: Any) -> Any:
     try:
         from ..plugin import Plugin, PluginConfig
+        from ..plugin.cli import pod_uid_from_args
     except ImportError:
         log.warning("the kubelet plugin is not part of this build; not serving it")
         return None
     config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
-                          sysfs=sources.sysfs)
+                          sysfs=sources.sysfs, pod_uid=pod_uid_from_args(args))
     return Plugin(config, walk=walk, kube_client=client, metrics=metrics)
 
 

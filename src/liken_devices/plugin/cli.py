@@ -1,9 +1,12 @@
 """``liken-devices plugin`` and ``liken-devices claims``: the kubelet plugin from the command line.
 
-``plugin`` runs the plugin on its own (issue 3, item 7): it walks once at start and on SIGHUP,
-reconciles the prepared claims' specs after each walk, and serves until SIGTERM or SIGINT. The node
-agent (``liken-devices run``) embeds the same :class:`~.core.Plugin` and walks on uevents instead.
-``claims`` lists the prepared claims from the state file with the nodes each delivers now.
+``plugin`` runs the plugin on its own (docs/plugin.md, "Command line"): it walks once at start
+and on SIGHUP, reconciles the prepared claims' specs after each walk, and serves until SIGTERM or
+SIGINT. The node agent (``liken-devices run``) embeds the same :class:`~.core.Plugin` and walks on
+uevents instead. ``claims`` lists the prepared claims from the state file with the nodes each
+delivers now; it only reads, so it works beside a running plugin, and a state it cannot read is
+one line and exit 2. ``--seamless-upgrade`` (``plugin`` and ``run``) is the mode in which two
+instances serve the node during a surge upgrade (docs/plugin.md, "Upgrades").
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import re
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from .core import (
     DEFAULT_CDI_DIR,
     DEFAULT_PLUGIN_DIR,
@@ -35,12 +41,15 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
         help="serve the kubelet DRA plugin (walk at start and on SIGHUP, stop on SIGTERM)")
     p.add_argument("--kubeconfig", type=Path, default=None,
                    help="kubeconfig for reading ResourceClaims (default: in-cluster, then "
-                        "$KUBECONFIG / ~/.kube/config)")
+                        "$KUBECONFIG)")
+    p.add_argument("--api-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="timeout of one API request (default 10)")
     _dirs(p)
     p.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR,
                    help=f"directory of dra.sock (default {DEFAULT_PLUGIN_DIR})")
     p.add_argument("--registry-dir", type=Path, default=DEFAULT_REGISTRY_DIR,
                    help=f"kubelet plugin registry (default {DEFAULT_REGISTRY_DIR})")
+    upgrade_args(p)
     p.set_defaults(func=run_plugin)
 
     c = subparsers.add_parser(
@@ -58,29 +67,49 @@ def _dirs(p: argparse.ArgumentParser) -> None:
                    help=f"persistent plugin state (default {DEFAULT_STATE_DIR})")
 
 
-def kube_client(kubeconfig: Path | None) -> Any:
-    import lightkube
-    from lightkube import KubeConfig
+def upgrade_args(p: Any) -> None:
+    """The seamless-upgrade options, shared by ``plugin`` and ``run``."""
+    p.add_argument("--seamless-upgrade", action="store_true",
+                   help="run beside the other instance of a surge upgrade: sockets named after "
+                        "the pod's UID, the state locked per write (docs/plugin.md, "
+                        "\"Upgrades\")")
+    p.add_argument("--pod-uid", default=None, metavar="UID",
+                   help="the pod's UID for --seamless-upgrade (default $POD_UID, from the "
+                        "downward API's metadata.uid)")
 
-    if kubeconfig is not None:
-        return lightkube.Client(config=KubeConfig.from_file(kubeconfig))
-    return lightkube.Client()
+
+_POD_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]")
+
+
+def pod_uid_from_args(args: argparse.Namespace) -> str | None:
+    """The pod UID that names this instance's sockets, or None outside --seamless-upgrade."""
+    if not getattr(args, "seamless_upgrade", False):
+        return None
+    uid = args.pod_uid if args.pod_uid is not None else os.environ.get("POD_UID", "")
+    if not uid:
+        raise InputError("--seamless-upgrade needs the pod's UID: --pod-uid or $POD_UID (the "
+                         "downward API's metadata.uid)")
+    if not _POD_UID.fullmatch(uid):
+        raise InputError(f"pod UID {uid[:80]!r} is not a UID (letters, digits and '-')")
+    return uid
 
 
 def run_plugin(args: argparse.Namespace) -> int:
     from ..cliargs import node_from_args, sources_from_args
+    from ..kube.client import make_client
 
     sources = sources_from_args(args)
     sources.check()  # a missing --sysfs/--recording is the operator's error: exit 2
     node = node_from_args(args)
+    pod_uid = pod_uid_from_args(args)
     try:
-        client = kube_client(args.kubeconfig)
+        client = make_client(args.kubeconfig, timeout=args.api_timeout)
     except Exception as e:
         print(f"liken-devices plugin: no API access: {e}", file=sys.stderr)
         return 2
     config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
-                          sysfs=None if args.recording else sources.sysfs)
+                          sysfs=None if args.recording else sources.sysfs, pod_uid=pod_uid)
     plugin = Plugin(config, walk=sources.walk, kube_client=client)
     stop = threading.Event()
     rewalk = threading.Event()
