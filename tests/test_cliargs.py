@@ -52,9 +52,8 @@ def test_the_slice_name_must_fit() -> None:
 def test_a_hostname_with_underscore_is_bad_input(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NODE_NAME", raising=False)
-    monkeypatch.setattr("socket.gethostname", lambda: "build_host")
     with pytest.raises(InputError, match=r"'_'.*DNS subdomain"):
-        node_name(None)
+        node_name(None, hostname="build_host")
 
 
 def _tree(tmp_path: Path) -> str:

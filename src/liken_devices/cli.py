@@ -18,7 +18,7 @@ from typing import Any
 
 from . import DRIVER, __version__
 from .agent import cli as agent_cli
-from .cliargs import InputError, dump, inputs_parent, node_from_args, sources_from_args
+from .cliargs import InputError, Parser, dump, inputs_parent, node_from_args, sources_from_args
 from .inventory import Inventory, Sources
 from .machine import cli as machine_cli
 from .match import cli as match_cli
@@ -239,7 +239,7 @@ SUBCOMMANDS: tuple[Register, ...] = (
 
 def build_parser() -> argparse.ArgumentParser:
     parent = inputs_parent()
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="liken-devices",
         description="The liken.sh DRA driver: reads sysfs, publishes the node's claimable "
                     "hardware as the ResourceSlice <node>-liken.sh, and delivers /dev nodes to "
@@ -247,7 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Start with 'liken-devices scan -o table' to see what this machine offers, and "
                "'liken-devices explain' for why the rest is left out.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                parser_class=Parser)
     for register in SUBCOMMANDS:
         register(sub, parent)
     return parser

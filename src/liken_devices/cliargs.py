@@ -15,12 +15,9 @@ import argparse
 import json
 import os
 import re
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from . import DRIVER
 from .inventory.context import InputError
@@ -76,7 +73,7 @@ def node_name(explicit: str | None, environ: Mapping[str, str] | None = None,
     elif env.get(NODE_NAME_ENV):
         name, source = env[NODE_NAME_ENV], f"${NODE_NAME_ENV}"
     else:
-        name = (hostname if hostname is not None else socket.gethostname()).strip().lower()
+        name = (hostname if hostname is not None else os.uname().nodename).strip().lower()
         source = "this host's name (pass --node NAME)"
     reason = check_node_name(name, driver)
     if reason is not None:
@@ -110,9 +107,27 @@ def add_inputs(parser: argparse.ArgumentParser, *, machine: bool = True) -> None
                    help=f"the node's name (default: ${NODE_NAME_ENV}, else this host's name)")
 
 
+def _terminal_width() -> int:
+    try:
+        columns = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size().columns
+    except (ValueError, OSError):
+        columns = 80
+    return max(columns, 40) - 2
+
+
+class Parser(argparse.ArgumentParser):
+    """The project's argument parser. It tells each formatter the terminal's width from ``os``
+    itself: argparse would import :mod:`shutil` for that (and with it the bz2, lzma and zlib
+    modules) on every argument added, which is most of a ``scan``'s start-up beyond the
+    interpreter."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=_terminal_width())  # type: ignore[call-arg]
+
+
 def inputs_parent() -> argparse.ArgumentParser:
     """A parent parser with the shared inputs and ``-v``, for every ``liken-devices`` command."""
-    p = argparse.ArgumentParser(add_help=False)
+    p = Parser(add_help=False)
     add_inputs(p)
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="log more (-v: info, -vv: debug)")
@@ -140,4 +155,6 @@ def dump(obj: Any, fmt: str) -> str:
     """``obj`` as a command prints it: ``json`` (indented) or YAML."""
     if fmt == "json":
         return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    import yaml  # only for -o yaml: scan's start-up does not pay for it
+
     return str(yaml.safe_dump(obj, sort_keys=False, allow_unicode=True))

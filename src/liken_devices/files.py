@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -38,7 +37,7 @@ class NotRegularFile(OSError):
 
 def temp_name(path: Path) -> Path:
     """A fresh temp name next to ``path``: ``.<name>.<pid>.<random>.tmp``."""
-    return path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    return path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
 
 
 def read_bounded(path: Path | str, limit: int, *, follow_symlinks: bool = False) -> bytes:

@@ -64,7 +64,12 @@ class Run:
 
 def run_process(argv: Sequence[str], env: dict[str, str] | None = None,
                 cwd: str | None = None, timeout: float = 120.0) -> Run:
-    """Run ``argv`` to its end with output discarded, accounted by the kernel (wait4)."""
+    """Run ``argv`` to its end with output discarded, accounted by the kernel (wait4).
+
+    Python's bytecode cache is allowed (a developer's shell may turn it off): an installed
+    program runs from compiled modules, and the first, untimed run of each pair writes them."""
+    env = dict(os.environ if env is None else env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.perf_counter()
     proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             stdin=subprocess.DEVNULL, env=env, cwd=cwd)

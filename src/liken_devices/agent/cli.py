@@ -16,6 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import DRIVER
+from ..plugin.paths import (
+    DEFAULT_CDI_DIR,
+    DEFAULT_PLUGIN_DIR,
+    DEFAULT_REGISTRY_DIR,
+    DEFAULT_STATE_DIR,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,28 +61,18 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
     parts.add_argument("--no-machine-side", action="store_true",
                        help="do not load spec.modules nor attach spec.serio lines")
     parts.add_argument("--quiet-seconds", type=float, default=None, help=argparse.SUPPRESS)
-    try:
-        from ..plugin.core import (
-            DEFAULT_CDI_DIR,
-            DEFAULT_PLUGIN_DIR,
-            DEFAULT_REGISTRY_DIR,
-            DEFAULT_STATE_DIR,
-        )
-    except ImportError:
-        pass
-    else:
-        parts.add_argument("--cdi-dir", type=Path, default=DEFAULT_CDI_DIR, metavar="DIR",
-                           help=f"where claim CDI specs are written (default {DEFAULT_CDI_DIR})")
-        parts.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, metavar="DIR",
-                           help=f"persistent plugin state (default {DEFAULT_STATE_DIR})")
-        parts.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR, metavar="DIR",
-                           help=f"directory of dra.sock (default {DEFAULT_PLUGIN_DIR})")
-        parts.add_argument("--registry-dir", type=Path, default=DEFAULT_REGISTRY_DIR,
-                           metavar="DIR",
-                           help=f"kubelet plugin registry (default {DEFAULT_REGISTRY_DIR})")
-        from ..plugin.cli import upgrade_args
+    parts.add_argument("--cdi-dir", type=Path, default=DEFAULT_CDI_DIR, metavar="DIR",
+                       help=f"where claim CDI specs are written (default {DEFAULT_CDI_DIR})")
+    parts.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, metavar="DIR",
+                       help=f"persistent plugin state (default {DEFAULT_STATE_DIR})")
+    parts.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR, metavar="DIR",
+                       help=f"directory of dra.sock (default {DEFAULT_PLUGIN_DIR})")
+    parts.add_argument("--registry-dir", type=Path, default=DEFAULT_REGISTRY_DIR,
+                       metavar="DIR",
+                       help=f"kubelet plugin registry (default {DEFAULT_REGISTRY_DIR})")
+    from ..plugin.cli import upgrade_args
 
-        upgrade_args(parts)
+    upgrade_args(parts)
     p.set_defaults(func=cmd_run)
 
 

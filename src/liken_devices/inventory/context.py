@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError as InputError  # re-exported: its home for the layers above
 from .catalogs import Catalogs
-from .machinefile import parse_machine as parse_machine  # re-exported for the Machine watch
 from .model import Facts, MachineSpec
 
 

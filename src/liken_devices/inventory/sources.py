@@ -8,7 +8,6 @@ walk may reuse from the last (:class:`~.attributes.AttributeMemo`).
 from __future__ import annotations
 
 import os
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from ..sysfs.umockdev import load_recording
 from .attributes import AttributeMemo
 from .catalogs import Catalogs
 from .context import Context
-from .machinefile import read_machine_file
 from .model import Facts, Inventory, MachineSpec
 from .policy import build_inventory
 
@@ -47,7 +45,7 @@ def read_facts(root: Path) -> Facts:
 
 
 def default_modules_dir() -> Path:
-    return Path("/lib/modules") / platform.release()
+    return Path("/lib/modules") / os.uname().release
 
 
 def default_hwdata_dir() -> Path:
@@ -81,6 +79,8 @@ class Sources:
         elif not (self.sysfs / "dev" / "char").is_dir():
             raise InputError(f"{self.sysfs} is not a sysfs tree: it has no dev/char index")
         if self.machine_file is not None:
+            from .machinefile import read_machine_file  # YAML: only with --machine
+
             read_machine_file(self.machine_file)
 
     def catalogs(self) -> Catalogs:
@@ -90,7 +90,11 @@ class Sources:
         return self._catalogs
 
     def machine(self) -> MachineSpec:
-        return read_machine_file(self.machine_file) if self.machine_file else MachineSpec()
+        if not self.machine_file:
+            return MachineSpec()
+        from .machinefile import read_machine_file  # YAML: only with --machine
+
+        return read_machine_file(self.machine_file)
 
     def context(self, machine: MachineSpec | None = None) -> Context:
         return Context(read_facts(self.facts), machine if machine is not None else self.machine(),

@@ -20,7 +20,8 @@ import threading
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..inventory.context import InputError, parse_machine
+from ..inventory.context import InputError
+from ..inventory.machinefile import parse_machine
 from ..inventory.model import MachineSpec
 from .client import ApiError, Resources, as_dict
 from .retry import ApiMetrics, NullMetrics, RetrySchedule

@@ -39,6 +39,21 @@ Contract for the node agent (``liken-devices run``) that embeds the plugin::
   storage; the CDI dir (default /var/run/cdi) is a tmpfs and is rebuilt by ``reconcile``.
 """
 
-from .core import ClaimRef, Plugin, PluginConfig, PreparedDeviceResult, PrepareOutcome
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .core import ClaimRef, Plugin, PluginConfig, PreparedDeviceResult, PrepareOutcome
 
 __all__ = ["ClaimRef", "Plugin", "PluginConfig", "PrepareOutcome", "PreparedDeviceResult"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy (PEP 562): `liken-devices scan` imports this package's command registration, and
+    # must not pay for the plugin's gRPC-facing core it never runs.
+    if name in __all__:
+        from . import core
+
+        return getattr(core, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

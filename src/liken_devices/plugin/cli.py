@@ -23,14 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .core import (
-    DEFAULT_CDI_DIR,
-    DEFAULT_PLUGIN_DIR,
-    DEFAULT_REGISTRY_DIR,
-    DEFAULT_STATE_DIR,
-    Plugin,
-    PluginConfig,
-)
+from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +90,7 @@ def pod_uid_from_args(args: argparse.Namespace) -> str | None:
 def run_plugin(args: argparse.Namespace) -> int:
     from ..cliargs import node_from_args, sources_from_args
     from ..kube.client import make_client
+    from .core import Plugin, PluginConfig
 
     sources = sources_from_args(args)
     sources.check()  # a missing --sysfs/--recording is the operator's error: exit 2

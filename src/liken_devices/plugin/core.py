@@ -41,6 +41,7 @@ from ..sysfs.model import DevNode
 from . import cdi, usb
 from .cdi import DRIVER, Delivery, SpecError
 from .claims import ClaimError, KubeClient, fetch_results
+from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 from .state import PreparedClaim, PreparedDevice, StateLockTimeout, StateStore
 
 if TYPE_CHECKING:
@@ -48,10 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CDI_DIR = Path("/var/run/cdi")
-DEFAULT_STATE_DIR = Path("/var/lib/liken-devices/plugin")
-DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/plugins") / DRIVER
-DEFAULT_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
 FETCH_WORKERS = 8  # concurrent claim GETs in one prepare call
 
 
