@@ -1,9 +1,11 @@
 """Security invariants as properties, over generated machines and over every real recording.
 
 No claim ever receives the console, /dev/rtc0, a TPM node, a serio-attached tty, or a block
-device backing a storage role (any block device when the facts are unreadable); names are unique
-DNS labels of at most 63 characters; only the render half of a GPU is shareable, and it delivers
-render nodes only; every slice passes the validator.
+device backing a storage role (any block device when the facts are unreadable); no node of one
+published device is delivered by another device's claim, Bluetooth included (a Bluetooth claim
+states an event number only when its node, if any, is under /devices/virtual/ or under the
+adapter); names are unique DNS labels of at most 63 characters; only the render half of a GPU is
+shareable, and it delivers render nodes only; every slice passes the validator.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
             if n.type == "b":
                 disk = next((x for x in snap.devices.values() if x.node == n), None)
                 assert disk is None or not any(p.startswith(disk.path + "/") for p in role_devs)
+    check_exclusive(snap, inv)
     names = [d.name for d in inv.devices]
     assert len(names) == len(set(names)), "device names are not unique"
     for name in names:
@@ -67,6 +70,50 @@ def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
     assert len(inv.devices) <= 128
     obj = make_slice("node-1", DRIVER, devices_json(inv))
     assert validate_slice(obj) == []
+
+
+BUSES = {"pci", "usb", "platform", "acpi", "pnp"}
+
+
+def check_exclusive(snap: Snapshot, inv: Inventory) -> None:
+    """No node of one published device is delivered by another device's claim.
+
+    A node is a device's own when sysfs shows it inside the hardware the device stands for. The
+    usbfs node is the USB device's, which every driven interface delivers (seed, "USB devices").
+    """
+    at: dict[tuple[str, int, int], SysDevice] = {}
+    for x in snap.devices.values():
+        if x.node is not None:
+            at.setdefault((x.node.type, x.node.major, x.node.minor), x)
+    own: dict[tuple[str, int, int], str] = {}
+    for d in inv.devices:
+        for n in d.nodes:
+            x = at.get((n.type, n.major, n.minor))
+            if x is not None and x.subsystem != "usb" and x.path.startswith(d.source + "/"):
+                own[(n.type, n.major, n.minor)] = d.name
+    for d in inv.devices:
+        for n in d.nodes:
+            owner = own.get((n.type, n.major, n.minor))
+            assert owner in (None, d.name), f"{d.name} delivers {n.path}, a node of {owner}"
+            if d.kind == "bluetooth" and n.major == 13 and 64 <= n.minor < 96:
+                check_bluetooth_event(snap, d.source, at.get(("c", 13, n.minor)))
+
+
+def check_bluetooth_event(snap: Snapshot, radio: str, x: SysDevice | None) -> None:
+    """decisions.md, "Bluetooth event numbers stay exclusive to their owners": a stated number's
+    node, if the walk found one, is the Bluetooth stack's own or under the adapter."""
+    if x is None or x.path.startswith("/devices/virtual/"):
+        return
+    usb = radio.rsplit("/", 1)[0]
+    for anc in x.ancestors():
+        dev = snap.devices.get(anc)
+        if dev is None or dev.subsystem not in BUSES:
+            continue
+        # The nearest bus or board device above the node: the adapter's USB device or one of
+        # its btusb interfaces.
+        assert anc == usb or (anc.rsplit("/", 1)[0] == usb and dev.driver == "btusb"), \
+            f"the Bluetooth claim of {radio} states {x.node}, a node of {anc}"
+        return
 
 
 def serio_lines(snap: Snapshot, machine: MachineSpec) -> set[str]:
@@ -154,6 +201,9 @@ def machines(draw: st.DrawFn) -> tuple[Snapshot, Context]:
                 hci = f"{ipath}/bluetooth/hci{k}"
                 devs[hci] = SysDevice(hci, "bluetooth", None, {})
                 add(node_dev(hci, "hidraw", k))
+                for idx in draw(st.lists(st.integers(0, 6), max_size=2)):
+                    add(node_dev(f"{hci}/{hci[-4:]}:1/0005:1234:5678.000{idx % 10}", "input",
+                                 idx))  # a connected peripheral's input device
             for kind, idx in draw(nodes):
                 add(node_dev(ipath, kind, idx))
     for p in range(draw(st.integers(0, 3))):
@@ -161,6 +211,9 @@ def machines(draw: st.DrawFn) -> tuple[Snapshot, Context]:
         devs[path] = SysDevice(path, "platform", draw(drivers), {"MODALIAS": f"platform:b{p}"})
         for kind, idx in draw(nodes):
             add(node_dev(path, kind, idx))
+    for idx in draw(st.lists(st.integers(0, 6), max_size=3)):
+        # uinput's and uhid's devices: under /devices/virtual/, the Bluetooth stack's own.
+        add(node_dev(f"/devices/virtual/input/input{idx}", "input", idx))
     ttys = sorted({d.node.name for d in devs.values() if d.node and d.subsystem == "tty"})
     console = tuple(draw(st.lists(st.sampled_from(ttys), max_size=2, unique=True))) if ttys \
         else ()

@@ -16,7 +16,7 @@ import pytest
 from liken_devices.inventory import MachineSpec, SerioEntry, Sources
 from liken_devices.plugin.cdi import ROOT_ONLY
 from tests.support.fakeapi import FakeApiServer
-from tests.support.sysfs_builder import SysfsBuilder
+from tests.support.sysfs_builder import Dev, SysfsBuilder
 
 from .cdi_schema import check_claim_spec
 from .conftest import cdi_files, new_claim
@@ -133,4 +133,41 @@ def test_bare_name_then_serio_entry(api: FakeApiServer, make_plugin: Any,
     assert plugin.prepared()[both[1]].usb_interfaces == []  # no usbfs: nothing to give back
     assert k.unprepare([bare, both]) == {bare[1]: "", both[1]: ""}
     assert cdi_files(plugin.config.cdi_dir) == []
+    k.close()
+
+
+def test_bluetooth_claim_states_only_numbers_no_other_device_holds(
+        api: FakeApiServer, make_plugin: Any, fm: FixtureMachine) -> None:
+    """decisions.md, "Bluetooth event numbers stay exclusive to their owners": the sound card's
+    jacks and, once attached, the CEC remote hold event numbers of their own; the Bluetooth
+    claim's spec leaves them out, each reconcile pass writes the current set, and ``claims``
+    says which numbers and whose they are."""
+    from liken_devices.plugin.cli import claims_view
+
+    plugin = make_plugin(walk=fm.walk, sysfs=fm.sources.sysfs)
+    k = TestKubelet(plugin.config.registration_socket)
+    k.register()
+    claim = new_claim(api, ["usb-1-8-1-0"])
+    uid = claim[1]
+    assert k.prepare([claim])[uid].error == ""
+
+    def minors() -> set[int]:
+        return {n["minor"] for n in nodes_in_spec(plugin.config.cdi_dir, uid, "usb-1-8-1-0")
+                if n["major"] == 13}
+
+    def left_out() -> list[tuple[int, str]]:
+        (c,) = claims_view(plugin.config.state_dir, fm.walk())
+        return [(x["minor"], x["owner"]) for x in c["devices"][0]["leftOut"]]
+
+    jacks = {84, 85}  # the sound card's two jack inputs, event20 and event21
+    assert minors() == set(range(64, 96)) - jacks
+    assert left_out() == [(84, "pci 0000:00:1f.3"), (85, "pci 0000:00:1f.3")]
+    fm.attach_serio()  # the CEC adapter's remote registers event30 (13:94)
+    assert plugin.reconcile(fm.walk()) == [uid]
+    assert minors() == set(range(64, 96)) - jacks - {94}
+    assert left_out()[-1] == (94, "usb 1-5:1.0")
+    fm.b.remove(Dev(f"{fm.line.path}/serio2"))  # the line is released: 94 is free
+    assert plugin.reconcile(fm.walk()) == [uid]
+    assert minors() == set(range(64, 96)) - jacks
+    assert k.unprepare([claim]) == {uid: ""}
     k.close()

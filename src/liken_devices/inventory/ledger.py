@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..sysfs.model import DevNode
 from .catalogs import Catalogs
 from .hardware import Hardware
-from .model import AttrValue, Outcome, Unclaimed
+from .model import AttrValue, LeftOut, Outcome, Unclaimed
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Candidate:
     nodes: tuple[DevNode, ...]
     attributes: dict[str, AttrValue]
     shareable: bool
+    left_out: tuple[LeftOut, ...] = ()
 
 
 class Ledger:
@@ -47,8 +48,10 @@ class Ledger:
                                      reason, detail))
 
     def candidate(self, hw: Hardware, suffix: str, kind: str, nodes: tuple[DevNode, ...],
-                  attributes: dict[str, AttrValue], shareable: bool) -> None:
-        self.candidates.append(Candidate(hw, suffix, kind, nodes, attributes, shareable))
+                  attributes: dict[str, AttrValue], shareable: bool,
+                  left_out: tuple[LeftOut, ...] = ()) -> None:
+        self.candidates.append(Candidate(hw, suffix, kind, nodes, attributes, shareable,
+                                         left_out))
 
     def add_unclaimed(self, hw: Hardware, published_as: str | None = None) -> None:
         """Hardware no driver drives, with the modules that could (seed, "Hardware that is not

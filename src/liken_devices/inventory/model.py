@@ -62,6 +62,24 @@ class Facts:
 
 
 @dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A node a claim would state but does not, because it is another device's (decisions.md,
+    "Bluetooth event numbers stay exclusive to their owners")."""
+
+    node: DevNode  # as the claim would state it: /dev/input/eventN, 13:(64 + N)
+    host_name: str  # the host's node at those numbers, relative to /dev ("input/event3")
+    owner: str  # the bus or board device whose node it is: "platform i8042"
+
+    def why(self) -> str:
+        return (f"{self.node.major}:{self.node.minor} is /dev/{self.host_name}, the node of "
+                f"{self.owner}")
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.node.path, "major": self.node.major, "minor": self.node.minor,
+                "hostPath": "/dev/" + self.host_name, "owner": self.owner, "why": self.why()}
+
+
+@dataclass(frozen=True, slots=True)
 class PublishedDevice:
     """One device of the slice, and what a claim on it delivers."""
 
@@ -71,6 +89,8 @@ class PublishedDevice:
     shareable: bool  # allowMultipleAllocations (only the render half of a GPU)
     source: str  # sysfs path of the hardware it stands for
     kind: str  # "render", "display", "i2c-dev", "drm-dp-aux-dev", "whole", "bluetooth", ...
+    # Nodes a claim on it does not state because they are other devices' (Bluetooth only).
+    left_out: tuple[LeftOut, ...] = ()
 
     @property
     def is_render(self) -> bool:

@@ -77,7 +77,7 @@ def _finish(ledger: Ledger, ctx: Context) -> Inventory:
         if name != plain:
             renamed[f"{c.hw.path}\0{plain}"] = name
         published.append(PublishedDevice(name, c.attributes, c.nodes, c.shareable,
-                                         c.hw.path, c.kind))
+                                         c.hw.path, c.kind, c.left_out))
     published.sort(key=lambda d: d.name)
     kept, overflow = published[:MAX_DEVICES], published[MAX_DEVICES:]
     outcomes = ledger.outcomes

@@ -15,18 +15,13 @@ from typing import NamedTuple
 
 from ..sysfs.model import DevNode, SysDevice
 from .attributes import clean_string, usb_device_class, usb_ids, usb_interface_class
+from .bluetooth import bluetooth_nodes, legacy_event_devices
 from .hardware import Hardware, HardwareTree
 from .model import BUS_STRUCTURE, FOLDED, HELD_BY_PROGRAM, NO_DRIVER, NO_NODE, SerioEntry
 from .names import device_name
 from .publish import NodePublisher
 
 USB_HUB_CLASS = "09"
-
-# The Bluetooth adapter's fixed deliveries (seed "Bluetooth adapters"): /dev/uinput is misc minor
-# 223, /dev/uhid misc minor 239, and the first 32 evdev nodes are char 13:64..13:95.
-UINPUT = DevNode("uinput", "c", 10, 223)
-UHID = DevNode("uhid", "c", 10, 239)
-LEGACY_EVENTS = tuple(DevNode(f"input/event{i}", "c", 13, 64 + i) for i in range(32))
 
 
 def serio_names(entry: SerioEntry, usb: SysDevice) -> bool:
@@ -67,6 +62,7 @@ class UsbRules:
         self.ledger = publisher.ledger
         self.serial = serial
         self.uhid = "uhid" in modules
+        self._events: list[SysDevice] | None = None
 
     def decide(self, hw: Hardware) -> None:
         ifaces = self.tree.interfaces(hw.path)
@@ -82,7 +78,9 @@ class UsbRules:
             if radio is not None and i is not radio and i.dev.driver == "btusb":
                 self.ledger.outcome(i, FOLDED, f"another btusb interface of {radio.address}")
             elif i is radio:
-                self._bluetooth(i, usbfs)
+                # The adapter: its USB device and every btusb interface of it.
+                self._bluetooth(i, usbfs, {hw.path, *(x.path for x in ifaces
+                                                      if x.dev.driver == "btusb")})
             else:
                 self._interface(i, usbfs, adapter)
 
@@ -130,17 +128,21 @@ class UsbRules:
             self.publisher.nodes(hw, usbfs=None if adapter else usbfs,
                                  serio_ttys=self.serial.ttys)
 
-    def _bluetooth(self, hw: Hardware, usbfs: DevNode | None) -> None:
-        """seed "Bluetooth adapters": usbfs, uinput, the 32 legacy event nodes, uhid if declared.
+    def _bluetooth(self, hw: Hardware, usbfs: DevNode | None, adapter: set[str]) -> None:
+        """seed "Bluetooth adapters": usbfs, uinput, the legacy event nodes, uhid if declared;
+        the event numbers whose nodes other devices hold are left out (``bluetooth``).
 
         The walk stops at the bluetooth subtree: a connected peripheral's hidraw node under the
         adapter's interface belongs to the peripheral, not to the adapter's claim.
         """
-        nodes: list[DevNode] = [usbfs] if usbfs else []
-        nodes.append(UINPUT)
-        nodes.extend(LEGACY_EVENTS)
-        if self.uhid:
-            nodes.append(UHID)
+        if self._events is None:
+            self._events = legacy_event_devices(self.tree.devs.values())
+        nodes, left_out = bluetooth_nodes(usbfs, self.uhid, self._events, self.tree.hardware,
+                                          adapter)
         attrs = self.ledger.attributes(hw)
-        self.ledger.candidate(hw, "", "bluetooth", tuple(nodes), attrs, False)
-        self.ledger.outcome(hw, None, "Bluetooth adapter", [device_name("usb", hw.address)])
+        self.ledger.candidate(hw, "", "bluetooth", nodes, attrs, False, left_out)
+        detail = "Bluetooth adapter"
+        if left_out:
+            detail += ("; event numbers left out, other devices' own: "
+                       + "; ".join(x.why() for x in left_out))
+        self.ledger.outcome(hw, None, detail, [device_name("usb", hw.address)])

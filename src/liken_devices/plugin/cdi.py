@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..files import read_bounded, write_atomic
+from ..inventory.bluetooth import UINPUT
 from ..sysfs.model import DevNode
 
 DRIVER = "liken.sh"
@@ -50,7 +51,6 @@ SPEC_SUFFIX = ".json"
 SPEC_MODE = 0o644  # the runtime reads it; only root writes the CDI directory
 
 DEV_DIR = Path("/dev")  # where this process sees the host's device nodes
-UINPUT = DevNode("uinput", "c", 10, 223)  # misc minor 223 (the kernel's admin-guide/devices)
 
 # A Kubernetes UID is a UUID; accept the characters the CDI specification allows at the start and
 # in the middle of a device name, and nothing that could leave the CDI directory.

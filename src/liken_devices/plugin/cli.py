@@ -143,15 +143,19 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
     out = []
     for uid, c in sorted(claims.items()):
         devices = []
+        published = inv.by_name() if inv is not None else {}
         for n in c.device_names():
             now = inv.lookup(n) if inv is not None else None
             requests = sorted({r for d in c.devices if d.name == n for r in d.requests})
+            device = published.get(n)
             devices.append({
                 "name": n,
                 "requests": requests,
                 "present": bool(now),
                 "nodes": [x.to_json() for x in now] if now else None,
                 "lastNodes": [x.to_json() for x in c.nodes.get(n, [])],
+                # decisions.md, "Bluetooth event numbers stay exclusive to their owners".
+                "leftOut": [x.to_json() for x in device.left_out] if device else [],
             })
         out.append({"uid": uid, "namespace": c.namespace, "name": c.name, "pool": c.pool,
                     "devices": devices, "usbInterfaces": c.usb_interfaces})
@@ -181,6 +185,7 @@ def run_claims(args: argparse.Namespace) -> int:
             nodes = (" ".join(f"{x['path']}({x['type']}{x['major']}:{x['minor']})"
                               for x in d["nodes"]) if d["nodes"] else "absent")
             rows.append((f"{c['namespace']}/{c['name']}", c["uid"], d["name"], nodes))
+            rows.extend(("", "", "", f"left out: {x['why']}") for x in d["leftOut"])
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3])

@@ -1,0 +1,175 @@
+"""Bluetooth event numbers stay exclusive to their owners (decisions.md), on a built laptop tree
+and on a real laptop's recording.
+
+The claim states every number 13:64..13:95 except those whose event node the walk finds in the
+subtree of a bus or board device other than the adapter; nodes under /devices/virtual/ and under
+the adapter stay in; ``explain`` names the numbers left out and whose they are.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from liken_devices.cli import explain_json
+from liken_devices.inventory import Context, Facts, MachineSpec, build_inventory
+from liken_devices.inventory.bluetooth import LEGACY_EVENTS, UHID, UINPUT
+from liken_devices.inventory.model import Inventory
+from liken_devices.sysfs.reader import read_sysfs
+from liken_devices.sysfs.umockdev import load_recording
+from tests.support.corpus import recording
+from tests.support.sysfs_builder import Dev, SysfsBuilder
+
+RADIO = "usb-1-8-1-0"
+
+
+def event(b: SysfsBuilder, parent: Dev | str, n: int, name: str, subdir: str = "input") -> Dev:
+    """An input device with its event node ``event<n>`` (13:64+n), as the input core makes it."""
+    inp = b.device(parent, f"input{100 + n}", "input", {"NAME": f'"{name}"'}, subdir=subdir)
+    return b.node(inp, "input", f"event{n}", 13, 64 + n, devname=f"input/event{n}")
+
+
+class Laptop:
+    """A laptop whose input devices hold event numbers all over the tree."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.b = b = SysfsBuilder(root)
+        i8042 = b.board("platform", "i8042", driver="i8042")
+        serio = b.device(i8042, "serio0", "serio", driver="atkbd")
+        event(b, serio, 0, "AT Translated Set 2 keyboard")  # 13:64
+        button = b.board("acpi", "LNXPWRBN:00", driver="button")
+        event(b, button, 1, "Power Button")  # 13:65
+        b.hda(jacks=1)  # its jack is event20: 13:84
+        # uinput's and uhid's devices: the Bluetooth stack's own, under /devices/virtual/.
+        event(b, "/devices/virtual/input", 2, "virtual gamepad", subdir=None)  # 13:66
+        event(b, "/devices/virtual/misc/uhid/0005:054C:09CC.0001", 3, "BLE remote")  # 13:67
+        # The radio: two btusb interfaces, the hci under the first, a connected peripheral below.
+        usb = b.usb_device("1-8", devnum=3, vendor="8087", product="0026")
+        self.radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+        self.other = b.usb_interface(usb, "1.1", driver="btusb", cls=0xE0)
+        hci = b.device(self.radio, "hci0", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth")
+        event(b, f"{hci.path}/hci0:256/0005:057E:2009.0002", 4, "Pro Controller")  # 13:68
+        # A USB keyboard on another port.
+        kbd = b.usb_device("1-2", devnum=4)
+        iface = b.usb_interface(kbd, "1.0", driver="usbhid", cls=3)
+        self.keyboard = event(b, f"{iface.path}/0003:1234:5678.0003", 5, "USB keyboard")  # 13:69
+
+    def inventory(self, modules: tuple[str, ...] = ()) -> Inventory:
+        ctx = Context(Facts(frozenset()), MachineSpec(modules))
+        return build_inventory(read_sysfs(self.root), ctx)
+
+
+@pytest.fixture
+def laptop(tmp_path: Path) -> Laptop:
+    return Laptop(tmp_path / "sys")
+
+
+def events(inv: Inventory, name: str = RADIO) -> list[int]:
+    return [n.minor - 64 for n in inv.by_name()[name].nodes if n.major == 13]
+
+
+def test_a_bluetooth_claim_leaves_out_the_event_numbers_of_other_devices(
+        laptop: Laptop) -> None:
+    inv = laptop.inventory(("uhid",))
+    radio = inv.by_name()[RADIO]
+    # The keyboard, the power button, the jack and the USB keyboard are theirs.
+    assert events(inv) == [2, 3, 4, *range(6, 20), *range(21, 32)]
+    assert radio.nodes[:2] == (laptop_usbfs(inv), UINPUT) and radio.nodes[-1] == UHID
+    assert [(x.node.minor, x.host_name, x.owner) for x in radio.left_out] == [
+        (64, "input/event0", "platform i8042"),  # the keyboard behind the i8042 controller
+        (65, "input/event1", "acpi LNXPWRBN:00"),  # the power button
+        (69, "input/event5", "usb 1-2:1.0"),  # the USB keyboard
+        (84, "input/event20", "pci 0000:00:1f.3"),  # the sound card's jack
+    ]
+    assert radio.left_out[0].why() == "13:64 is /dev/input/event0, the node of platform i8042"
+    # The owners still deliver their own nodes, each to its own claim alone.
+    assert any(n.minor == 69 for n in inv.by_name()["usb-1-2-1-0"].nodes)
+    assert any(n.minor == 84 for n in inv.by_name()["pci-0000-00-1f-3"].nodes)
+
+
+def laptop_usbfs(inv: Inventory) -> object:
+    return inv.by_name()["usb-1-8-1-0"].nodes[0]
+
+
+def test_virtual_nodes_and_the_adapters_own_peripherals_stay_in(laptop: Laptop) -> None:
+    left = {x.node.minor for x in laptop.inventory().by_name()[RADIO].left_out}
+    assert not {66, 67, 68} & left  # uinput's and uhid's devices, the connected controller
+    assert {66, 67, 68} <= {n.minor for n in laptop.inventory().by_name()[RADIO].nodes}
+
+
+def test_a_number_its_owner_gives_up_returns(laptop: Laptop) -> None:
+    """Each walk states the current set: the plugin's reconcile pass writes it."""
+    assert 5 not in events(laptop.inventory())
+    laptop.b.remove(laptop.keyboard)  # the keyboard is unplugged: event5 is free again
+    assert 5 in events(laptop.inventory())
+    assert all(x.node.minor != 69 for x in laptop.inventory().by_name()[RADIO].left_out)
+
+
+def test_a_second_adapters_peripheral_is_that_adapters(laptop: Laptop) -> None:
+    b = laptop.b
+    usb = b.usb_device("1-9", devnum=5)
+    radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+    hci = b.device(radio, "hci1", "bluetooth", subdir="bluetooth")
+    event(b, f"{hci.path}/hci1:1/0005:046D:B33A.0004", 7, "Mouse")  # 13:71
+    inv = laptop.inventory()
+    assert 7 not in events(inv, RADIO) and 7 in events(inv, "usb-1-9-1-0")
+    assert 4 not in events(inv, "usb-1-9-1-0") and 4 in events(inv, RADIO)
+    (mouse,) = [x for x in inv.by_name()[RADIO].left_out if x.node.minor == 71]
+    assert mouse.owner == "usb 1-9:1.0"
+
+
+def test_explain_names_the_numbers_left_out(laptop: Laptop) -> None:
+    inv = laptop.inventory()
+    (o,) = [o for o in inv.outcomes if o.devices == (RADIO,)]
+    assert "13:64 is /dev/input/event0, the node of platform i8042" in o.detail
+    assert "13:84 is /dev/input/event20, the node of pci 0000:00:1f.3" in o.detail
+    got = explain_json(inv)["leftOut"]
+    assert list(got) == [RADIO]
+    assert [x["minor"] for x in got[RADIO]] == [64, 65, 69, 84]
+    assert got[RADIO][2]["owner"] == "usb 1-2:1.0" and got[RADIO][2]["path"] == "/dev/input/event5"
+
+
+def test_a_laptop_recording_keeps_its_keyboard_buttons_jacks_and_camera() -> None:
+    snap = load_recording(recording(
+        "udevdb-only/checkbox-hp-envy-15-mediatek-bt-udevdb.umockdev"))
+    inv = build_inventory(snap, Context(Facts(frozenset()), MachineSpec(("uhid",))))
+    radio = inv.by_name()["usb-1-1-1-1-0"]
+    owners = {x.node.minor - 64: x.owner for x in radio.left_out}
+    assert owners == {
+        0: "acpi PNP0C0D:00",  # the lid switch
+        1: "acpi PNP0C0C:00", 2: "acpi LNXPWRBN:00",  # the power buttons
+        3: "platform i8042",  # the keyboard
+        4: "usb 1-1.3:1.0",  # the camera's button
+        6: "acpi LNXVIDEO:00", 7: "acpi LNXVIDEO:01",  # the video bus's brightness keys
+        8: "pci 0000:00:1b.0", 9: "pci 0000:00:1b.0", 10: "pci 0000:00:1b.0",  # the jacks
+    }
+    # HP's WMI hotkeys are a virtual input device: the number stays in.
+    assert 5 in [n.minor - 64 for n in radio.nodes if n.major == 13]
+    assert len([n for n in radio.nodes if n.major == 13]) == 32 - len(owners)
+    assert not [n for n in radio.nodes if n in LEGACY_EVENTS and n.minor - 64 in owners]
+
+
+def test_the_explain_command_says_which_numbers_and_whose(
+        laptop: Laptop, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from liken_devices.cli import main
+
+    for d in ("facts/storage", "mods", "hw"):
+        (tmp_path / d).mkdir(parents=True)
+    args = ["--sysfs", str(laptop.root), "--facts", str(tmp_path / "facts"), "--modules-dir",
+            str(tmp_path / "mods"), "--hwdata-dir", str(tmp_path / "hw"), "--node", "laptop-1"]
+    assert main(["explain", *args]) == 0
+    text = capsys.readouterr().out
+    (line,) = [x for x in text.splitlines() if f"published as {RADIO}" in x]
+    assert "event numbers left out" in line
+    for why in ("13:64 is /dev/input/event0, the node of platform i8042",
+                "13:65 is /dev/input/event1, the node of acpi LNXPWRBN:00",
+                "13:69 is /dev/input/event5, the node of usb 1-2:1.0",
+                "13:84 is /dev/input/event20, the node of pci 0000:00:1f.3"):
+        assert why in line
+    assert main(["explain", "-o", "json", *args]) == 0
+    got = json.loads(capsys.readouterr().out)["leftOut"][RADIO]
+    assert [x["hostPath"] for x in got] == ["/dev/input/event0", "/dev/input/event1",
+                                            "/dev/input/event5", "/dev/input/event20"]
