@@ -72,7 +72,8 @@ def test_daemonset_gets_render_nodes_through_its_own_claim() -> None:
     assert claim["resourceClaimTemplateName"] == template["metadata"]["name"]
     assert template["metadata"]["namespace"] == "liken-system"
     [request] = template["spec"]["spec"]["devices"]["requests"]
-    assert request["exactly"] == {"deviceClassName": "media-render", "allocationMode": "All"}
+    assert request["exactly"] == {"deviceClassName": "media-render", "allocationMode": "All",
+                                  "adminAccess": True}
     [container] = pod["containers"]
     assert container["resources"]["claims"] == [{"name": claim["name"]}]
     assert container["args"][:3] == ["run", "--node", "$(NODE_NAME)"]
@@ -83,6 +84,39 @@ def test_daemonset_gets_render_nodes_through_its_own_claim() -> None:
     assert not any("hostPath" in v for v in pod.get("volumes", []))
     assert not pod.get("hostPID") and not pod.get("hostNetwork") and not pod.get("hostIPC")
     assert pod["serviceAccountName"] == "media-capabilities"
+
+
+def test_the_agents_claim_takes_no_render_node_from_workloads() -> None:
+    """adminAccess: the claim sees every render node and holds none; the API server accepts it
+    only in a namespace labelled for it, which liken's own manifests label."""
+    [template] = by_kind(manifests(), "ResourceClaimTemplate")
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "media-capabilities-x-render-nodes-y",
+                          "namespace": template["metadata"]["namespace"]},
+             "spec": template["spec"]["spec"]}
+    kubernetes_validate.validate(claim, K8S, strict=True)  # the claim the template makes
+    # What the scheduler writes back for it: one result per render node, each adminAccess.
+    claim["status"] = {"allocation": {"devices": {"results": [
+        {"request": "render", "driver": "liken.sh", "pool": "node-a", "device": d,
+         "adminAccess": True} for d in ("pci-0000-00-02-0", "pci-0000-03-00-0")]}}}
+    kubernetes_validate.validate(claim, K8S, strict=True)
+    namespace = yaml.safe_load((REPO / "deploy" / "liken-devices" / "namespace.yaml").read_text())
+    assert namespace["metadata"]["name"] == template["metadata"]["namespace"]
+    assert namespace["metadata"]["labels"]["resource.kubernetes.io/admin-access"] == "true"
+
+
+def test_probes_metrics_and_the_pods_own_identity() -> None:
+    [ds] = by_kind(manifests(), "DaemonSet")
+    [container] = ds["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env == {"NODE_NAME": "spec.nodeName", "POD_NAME": "metadata.name",
+                   "POD_NAMESPACE": "metadata.namespace", "POD_IP": "status.podIP"}
+    port = int(container["args"][container["args"].index("--metrics-port") + 1])
+    assert container["ports"] == [{"name": "metrics", "containerPort": port}]
+    probes = {k: container[k]["httpGet"]["path"] for k in
+              ("startupProbe", "livenessProbe", "readinessProbe")}
+    assert probes == {"startupProbe": "/healthz", "livenessProbe": "/healthz",
+                      "readinessProbe": "/readyz"}
 
 
 def test_rbac() -> None:
@@ -96,6 +130,14 @@ def test_rbac() -> None:
     [sa] = by_kind(docs, "ServiceAccount")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
                                     "namespace": "liken-system"}]
+    # Evicting its own pod: create on pods/eviction, in its own namespace only.
+    [local] = by_kind(docs, "Role")
+    assert local["metadata"]["namespace"] == "liken-system"
+    assert local["rules"] == [{"apiGroups": [""], "resources": ["pods/eviction"],
+                               "verbs": ["create"]}]
+    [local_binding] = by_kind(docs, "RoleBinding")
+    assert local_binding["roleRef"]["name"] == local["metadata"]["name"]
+    assert local_binding["subjects"] == binding["subjects"]
 
 
 # ---- CEL against real slices --------------------------------------------------------------------

@@ -8,6 +8,7 @@ again"); it re-creates its slice when the kubelet deletes it, without asking any
 from __future__ import annotations
 
 import argparse
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from liken_devices.media.agent import MediaAgent, liken_render_names, run_agent
-from liken_devices.media.cli import build_parser
+from liken_devices.media.agent import MediaAgent, liken_render_names
+from liken_devices.media.cli import build_parser, run_agent
 from liken_devices.slices import make_slice, validate_slice
 from tests.support.fakeapi import FakeApiServer
 
@@ -44,12 +45,17 @@ def api() -> Iterator[FakeApiServer]:
         server.stop()
 
 
+POD_NS = "liken-system"
+POD = "media-capabilities-abcde"
+
+
 class Running:
-    def __init__(self, api: FakeApiServer, machine: Machine, tmp_path: Path) -> None:
+    def __init__(self, api: FakeApiServer, machine: Machine, tmp_path: Path,
+                 *extra: str) -> None:
         self.api = api
         argv = machine.args("--timeout", "3")
         argv[0] = "run"
-        argv += ["--kubeconfig", str(api.write_kubeconfig(tmp_path / "kubeconfig"))]
+        argv += ["--kubeconfig", str(api.write_kubeconfig(tmp_path / "kubeconfig")), *extra]
         self.args: argparse.Namespace = build_parser().parse_args(argv)
         self.stop = threading.Event()
         self.agent: MediaAgent | None = None
@@ -188,3 +194,99 @@ def test_run_as_a_process_stops_on_sigterm(api: FakeApiServer, tmp_path: Path,
     assert proc.returncode == 0, err
     assert "capabilities: pci-0000-00-02-0 (" in err
     assert "signal 15, stopping" in err
+
+
+# ---- a render node this pod lacks (decisions.md, "The media agent") ----------------------------
+
+
+@pytest.fixture
+def in_pod(api: FakeApiServer, tmp_path: Path, fake_env: FakeGPUs) -> Iterator[
+        tuple[Running, Machine]]:
+    """The agent as its DaemonSet runs it: it knows its pod, and serves metrics and probes."""
+    api.add_pod(POD_NS, POD, node=NODE)
+    machine = Machine(tmp_path / "m", fake_env)
+    r = Running(api, machine, tmp_path, "--pod-name", POD, "--pod-namespace", POD_NS,
+                "--metrics-port", "0", "--metrics-addr", "127.0.0.1")
+    try:
+        yield r, machine
+    finally:
+        r.close()
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _later_gpu(machine: Machine) -> None:
+    """A GPU liken publishes now, whose render node is not in the pod's /dev (the claim was
+    allocated before it existed)."""
+    machine.sys.gpu("0000:03:00.0", card=1, render=129, driver="amdgpu", vendor="1002",
+                    device="73bf")
+
+
+def test_a_render_node_the_pod_lacks_is_published_failed_and_the_pod_evicted(
+        in_pod: tuple[Running, Machine], caplog: pytest.LogCaptureFixture) -> None:
+    r, machine = in_pod
+    machine.gpu("0000:00:02.0", 128, CAPS / "intel-dg2-ihd.txt")
+    r.thread.start()
+    r.api.wait_for(lambda: r.media_devices() == ["pci-0000-00-02-0"])
+    assert r.api.evictions == []
+    _later_gpu(machine)
+    r.api.put_object("resourceslices", liken_slice("pci-0000-00-02-0", "pci-0000-03-00-0"))
+    r.api.wait_for(lambda: r.media_devices() == ["pci-0000-00-02-0", "pci-0000-03-00-0"])
+    obj = r.media()
+    assert obj is not None
+    late = obj["spec"]["devices"][1]["attributes"]
+    assert "vaDriver" not in late
+    assert all(v == {"bool": False} for k, v in late.items() if "bool" in v)
+    assert late["resource.kubernetes.io/pciBusID"] == {"string": "0000:03:00.0"}
+    r.api.wait_for(lambda: r.api.evictions == [(POD_NS, POD)])
+    said = [rec.getMessage() for rec in caplog.records if "a new pod is needed" in rec.getMessage()]
+    assert said == [f"render node pci-0000-03-00-0 ({machine.gpus.dev}/dri/renderD129) is not in "
+                    f"this pod: a new pod is needed; evicting pod {POD_NS}/{POD} so the "
+                    "DaemonSet's next pod claims it"]
+    assert ("create", "pods/eviction") in r.api.verbs
+    assert r.agent is not None and r.agent.queried == ["pci-0000-00-02-0", "pci-0000-03-00-0"]
+    _, body = _get(_endpoint_port(r), "/metrics")
+    assert "liken_media_missing_render_nodes 1.0" in body
+    assert 'liken_media_render_node_queries_total{result="missing"} 1.0' in body
+
+
+def _endpoint_port(r: Running) -> int:
+    assert r.agent is not None and r.agent.endpoint_port is not None
+    return r.agent.endpoint_port
+
+
+def test_a_disruption_budget_delays_the_eviction_said_once(
+        in_pod: tuple[Running, Machine], caplog: pytest.LogCaptureFixture) -> None:
+    r, machine = in_pod
+    machine.gpu("0000:00:02.0", 128, CAPS / "intel-dg2-ihd.txt")
+    _later_gpu(machine)  # already there at start, and not in the pod either
+    r.api.evictions_blocked = 3
+    r.thread.start()
+    r.api.wait_for(lambda: r.api.evictions == [(POD_NS, POD)], timeout=20)
+    refused = [rec for rec in caplog.records if "disruption budget" in rec.getMessage()]
+    assert len([rec for rec in refused if rec.levelno >= logging.WARNING]) == 1
+    assert r.media_devices() == ["pci-0000-00-02-0", "pci-0000-03-00-0"]
+
+
+def test_probes_say_ready_once_published(in_pod: tuple[Running, Machine]) -> None:
+    r, machine = in_pod
+    machine.gpu("0000:00:02.0", 128, CAPS / "intel-dg2-ihd.txt")
+    r.thread.start()
+    r.api.wait_for(lambda: r.media_devices() == ["pci-0000-00-02-0"])
+    r.api.wait_for(lambda: r.agent is not None and r.agent.ready.is_set())
+    port = _endpoint_port(r)
+    assert _get(port, "/healthz")[0] == 200
+    r.api.wait_for(lambda: _get(port, "/readyz")[0] == 200)
+    code, body = _get(port, "/metrics")
+    assert code == 200 and 'liken_media_render_node_queries_total{result="ok"} 1.0' in body
+    assert "liken_media_published_devices 1.0" in body and "_created" not in body
+    assert r.api.evictions == []  # every render node is in the pod: nothing to evict

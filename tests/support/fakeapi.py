@@ -21,6 +21,10 @@ accepts anything. This one speaks plain HTTP/1.1 JSON on 127.0.0.1 and keeps, pe
   the first page's resourceVersion, each later page served from the store as it was then, 410
   Expired when the history no longer reaches back), ``remainingItemCount``.
 * Nodes: get (tests add them; each has a uid for owner references).
+* Pods (namespaced): get, and the ``eviction`` subresource (``POST``, a ``policy/v1``
+  Eviction checked against the strict schema, its name and namespace those of the URL's pod);
+  an accepted eviction deletes the pod. ``evictions_blocked = N`` answers the next N with 429,
+  as a PodDisruptionBudget that allows no disruption does.
 * Machines (``liken.sh/v1alpha1``, cluster-scoped): get, list, watch, create, and the
   ``/status`` subresource (GET, PUT, merge PATCH, apply PATCH). Writes are checked against the
   CRD's ``openAPIV3Schema`` in deploy/liken-devices/ when that file exists.
@@ -65,7 +69,8 @@ CLASSES = ("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
 TEMPLATES = ("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True)
 NODES = ("", "v1", "nodes", "Node", False)
 MACHINES = ("liken.sh", "v1alpha1", "machines", "Machine", False)
-KINDS = {k[2]: k for k in (SLICES, CLAIMS, CLASSES, TEMPLATES, NODES, MACHINES)}
+PODS = ("", "v1", "pods", "Pod", True)
+KINDS = {k[2]: k for k in (SLICES, CLAIMS, CLASSES, TEMPLATES, NODES, MACHINES, PODS)}
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO / "deploy" / "liken-devices" / "machine-crd.yaml"
@@ -184,6 +189,8 @@ class FakeApiServer:
         # Seconds after which every watch is ended by the server (0: at once, after the events
         # it replays); None: at the client's timeoutSeconds, as a healthy server does.
         self.watch_lifetime: float | None = None
+        self.evictions_blocked = 0  # the next N evictions answer 429 (a disruption budget)
+        self.evictions: list[tuple[str, str]] = []  # (namespace, name) of accepted evictions
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content type)
         # (time.monotonic(), plural, ADDED|MODIFIED|DELETED, name) of every stored change: the
         # clock is the system's monotonic one, comparable with another process's.
@@ -301,6 +308,14 @@ class FakeApiServer:
         assert obj is not None, f"no machine {name}"
         obj["spec"] = spec
         return self.put_object("machines", obj)
+
+    def add_pod(self, namespace: str, name: str, node: str | None = None) -> JSON:
+        obj: JSON = {"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4())},
+                     "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        if node:
+            obj["spec"]["nodeName"] = node
+        return self.put_object("pods", obj)
 
     def add_claim(self, namespace: str, name: str, uid: str | None = None,
                   results: list[JSON] | None = None, driver: str = "liken.sh",
@@ -552,6 +567,8 @@ class FakeApiServer:
             return 200, self._get(plural, namespace, name), {}
         if method == "POST" and name is None:
             return 201, self._create(plural, namespace, _decode(body, ctype), query), {}
+        if method == "POST" and plural == "pods" and sub == "eviction" and name is not None:
+            return 201, self._evict(namespace, name, _decode(body, ctype)), {}
         if method == "PUT" and name is not None:
             return 200, self._update(plural, namespace, name, sub, _decode(body, ctype)), {}
         if method == "PATCH" and name is not None:
@@ -562,8 +579,39 @@ class FakeApiServer:
             return 200, self._delete_collection(plural, query), {}
         raise ApiFailure(405, f"{method} is not supported on {path}")
 
+    def _evict(self, namespace: str | None, name: str, obj: JSON) -> JSON:
+        """The Eviction API: the object is checked, then a budget may refuse (429)."""
+        import jsonschema
+
+        try:
+            _strict_validator(self.version, "Eviction", "policy-v1").validate(obj)
+        except jsonschema.ValidationError as exc:
+            where = ".".join(str(p) for p in exc.absolute_path)
+            raise ApiFailure(422, f"Eviction is invalid: {where}: {exc.message}") from None
+        if (obj.get("apiVersion"), obj.get("kind")) != ("policy/v1", "Eviction"):
+            raise ApiFailure(400, f"expected a policy/v1 Eviction, got {obj.get('apiVersion')} "
+                             f"{obj.get('kind')}")
+        meta = obj.get("metadata") or {}
+        if meta.get("name") != name:
+            raise ApiFailure(400, f"name in URL does not match name in Eviction object: "
+                             f"{name!r} != {meta.get('name')!r}")
+        if meta.get("namespace") not in (None, namespace):
+            raise ApiFailure(400, "namespace in URL does not match namespace in Eviction object")
+        if self.get_object("pods", name, namespace) is None:
+            raise ApiFailure(404, f'pods "{name}" not found')
+        with self._lock:
+            if self.evictions_blocked > 0:
+                self.evictions_blocked -= 1
+                raise ApiFailure(429, "Cannot evict pod as it would violate the pod's "
+                                 "disruption budget.")
+            self.evictions.append((str(namespace), name))
+        self.delete_object("pods", name, namespace)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "code": 201}
+
     def _writable(self, plural: str, sub: str | None) -> None:
-        if plural in ("nodes", "resourceclaims", "deviceclasses", "resourceclaimtemplates"):
+        if plural in ("nodes", "resourceclaims", "deviceclasses", "resourceclaimtemplates",
+                      "pods"):
             raise ApiFailure(405, f"this fake server only reads {plural}")
         if sub is not None and not (plural == "machines" and sub == "status"):
             raise ApiFailure(404, f"no subresource {sub} on {plural}")

@@ -12,14 +12,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from ..cliargs import InputError, node_from_args, sources_from_args
 from ..slices import SliceInvalid
+from .agent import LIKEN_DRIVER, MediaAgent
 from .devices import DRIVER, build_slice, query_devices, render_devices
 from .probe import DEFAULT_TIMEOUT
 
@@ -63,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     _common(run)
     run.add_argument("--kubeconfig", type=Path, default=None,
                      help="kubeconfig file (default: in-cluster, then KUBECONFIG)")
+    run.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                     help="serve /metrics, /healthz and /readyz on this port (0: any free "
+                          "port; default: no endpoint)")
+    run.add_argument("--metrics-addr", default=None, metavar="ADDR",
+                     help="the endpoint's address (default: $POD_IP, which the DaemonSet sets "
+                          "from the downward API, else 127.0.0.1)")
+    run.add_argument("--pod-name", default=os.environ.get("POD_NAME") or None, metavar="NAME",
+                     help="this pod, evicted when liken publishes a render node it lacks "
+                          "(default: $POD_NAME)")
+    run.add_argument("--pod-namespace", default=os.environ.get("POD_NAMESPACE") or None,
+                     metavar="NS", help="this pod's namespace (default: $POD_NAMESPACE)")
     run.set_defaults(handler=cmd_run)
     return parser
 
@@ -83,9 +99,75 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .agent import run_agent
-
     return run_agent(args)
+
+
+def run_agent(args: argparse.Namespace, stop: threading.Event | None = None,
+              ready: Callable[[MediaAgent], None] | None = None) -> int:
+    """The DaemonSet's process: ``liken-media run --node NAME [--kubeconfig FILE]``; tests run
+    it in a thread with their own ``stop`` and learn the agent through ``ready``."""
+    from ..kube import NoClusterConfig, ObjectWatch, Resources, SlicePublisher, make_client
+    from ..kube.endpoint import Endpoint, default_address
+    from ..kube.evict import PodEvictor
+    from .metrics import MediaMetrics
+
+    node = node_from_args(args, DRIVER)
+    sources = sources_from_args(args)
+    sources.check()
+    try:
+        client = make_client(args.kubeconfig)
+    except NoClusterConfig as exc:
+        log.error("liken-media run: %s (give --kubeconfig)", exc)
+        return 2
+    metrics = MediaMetrics()
+    publisher = SlicePublisher(client, node, driver=DRIVER, metrics=metrics)
+    evictor = None
+    if args.pod_name and args.pod_namespace:
+        evictor = PodEvictor(client, args.pod_namespace, args.pod_name)
+    agent = MediaAgent(sources, publisher, args.dev, args.timeout, evictor=evictor,
+                       metrics=metrics)
+    endpoint = None
+    if args.metrics_port is not None:
+        addr = args.metrics_addr or default_address()
+        try:
+            endpoint = Endpoint(addr, args.metrics_port, metrics.exposition,
+                                health=agent.health, ready=agent.readiness)
+        except InputError:
+            client.close()
+            raise
+        log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)", addr,
+                 endpoint.port)
+        agent.endpoint_port = endpoint.port
+    stop = stop or threading.Event()
+
+    def factory() -> Any:
+        return make_client(args.kubeconfig)
+
+    watches = [
+        ObjectWatch(factory, Resources.slice(), {"spec.nodeName": node,
+                                                 "spec.driver": LIKEN_DRIVER},
+                    agent.on_liken_slice, "liken-slice"),
+        ObjectWatch(factory, Resources.slice(), {"spec.nodeName": node, "spec.driver": DRIVER},
+                    agent.on_own_slice, "media-slice"),
+    ]
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("liken-media: signal %d, stopping", signum)
+        stop.set()
+        agent.wake()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    if ready is not None:
+        ready(agent)
+    try:
+        agent.run(stop, watches)
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
+        client.close()
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
