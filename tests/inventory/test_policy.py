@@ -17,6 +17,7 @@ from liken_devices.inventory.model import (
     FACTS_UNREADABLE,
     FOLDED,
     HELD_BY_PROGRAM,
+    NETWORK_CARD,
     NO_DRIVER,
     NO_NODE,
     ONLY_RESERVED,
@@ -90,7 +91,7 @@ def test_condition2_no_device_node_never_appears(b: SysfsBuilder, scan: Scan) ->
     b.device(nic, "eth0", "net", {"INTERFACE": "eth0"}, subdir="net")
     inv = scan()
     assert names(inv) == []
-    assert reason(inv, "0000:02:00.0") == NO_NODE
+    assert reason(inv, "0000:02:00.0") == NETWORK_CARD
 
 
 def test_condition3_disk_backing_a_storage_role_is_never_published(b: SysfsBuilder,

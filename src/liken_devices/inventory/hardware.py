@@ -30,6 +30,7 @@ class Hardware:
     kind: HardwareKind
     nodes: list[SysDevice] = field(default_factory=list)
     hci: bool = False  # a Bluetooth controller sits in its subtree
+    net: bool = False  # a network interface (class ``net``) sits in its subtree
 
     @property
     def path(self) -> str:
@@ -98,11 +99,13 @@ class HardwareTree:
 
     def _assign_nodes(self) -> None:
         for dev in self.devs.values():
-            if dev.subsystem == "bluetooth":
+            if dev.subsystem in ("bluetooth", "net"):
                 hw = self.owner(dev)
                 if hw is not None:
-                    hw.hci = True
-            if dev.node is None or dev.subsystem in ("usb", "usb_endpoint"):
+                    hw.hci = hw.hci or dev.subsystem == "bluetooth"
+                    hw.net = hw.net or dev.subsystem == "net"
+            if dev.node is None or dev.subsystem in ("usb", "usb_endpoint") \
+                    or placeholder_port(dev):
                 # usbfs nodes belong to the USB device and are added per interface; usb_endpoint
                 # nodes existed only on 2.6-era kernels and never reach /dev today.
                 continue
@@ -125,6 +128,16 @@ class HardwareTree:
     def first_interface(self, usb: SysDevice) -> SysDevice | None:
         ifaces = self.interfaces(usb.path)
         return ifaces[0].dev if ifaces else None
+
+
+def placeholder_port(dev: SysDevice) -> bool:
+    """decisions "Placeholder serial ports": a ``ttyS*`` whose tty ``type`` is 0 has no UART
+    behind it (the 8250 driver registers spare ports) and is no device's node. A port with no
+    ``type`` file is taken as real."""
+    if dev.subsystem != "tty" or not dev.name.startswith("ttyS"):
+        return False
+    kind = dev.attrs.get("type")
+    return kind is not None and kind.strip() == b"0"
 
 
 def _interface_order(dev: SysDevice) -> tuple[int, str]:

@@ -29,6 +29,7 @@ HELD_BY_PROGRAM = "held by a program through usbfs"
 FOLDED = "folded into another device"
 ONLY_WITHHELD = "only withheld nodes"
 SERIAL_UNATTACHED = "serial line not attached"
+NETWORK_CARD = "a network card"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,14 +18,15 @@ from .ledger import Ledger
 from .limits import MAX_DEVICES
 from .model import BUS_STRUCTURE, OVER_CAP, Inventory, Outcome, PublishedDevice
 from .names import device_name, unique_names
+from .network import is_usb_host_controller
 from .publish import NodePublisher
 from .usb import UsbRules, serial_lines
 
 __all__ = ["MAX_DEVICES", "build_inventory"]
 
-# PCI classes that are bus structure (decisions "Which hardware is considered"): host bridges,
-# PCI-to-PCI bridges (normal and subtractive decode) and CardBus bridges.
-PCI_STRUCTURE_CLASSES = frozenset({0x0600, 0x0604, 0x0607, 0x0609})
+# Every PCI bridge is bus structure (decisions "Which hardware is considered"): host, ISA/LPC,
+# PCI-to-PCI, CardBus and other bridges, the base class 0x06.
+PCI_BRIDGE_BASE_CLASS = 0x06
 
 
 def build_inventory(snapshot: Snapshot, context: Context | None = None, *,
@@ -51,12 +52,16 @@ def build_inventory(snapshot: Snapshot, context: Context | None = None, *,
 
 
 def _decide_pci(hw: Hardware, publisher: NodePublisher) -> None:
+    # Structure is never published, and a driverless bridge is not unclaimed hardware either.
     code = pci_class(hw.dev)
-    if code is not None and code >> 8 in PCI_STRUCTURE_CLASSES:
+    if code is not None and code >> 16 == PCI_BRIDGE_BASE_CLASS:
         publisher.ledger.outcome(hw, BUS_STRUCTURE,
                                  "a PCI bridge: structure that peripherals attach to")
-        return
-    publisher.if_driven(hw)
+    elif is_usb_host_controller(hw):
+        publisher.ledger.outcome(hw, BUS_STRUCTURE, "a USB host controller: the USB core's own "
+                                 "device, whose usbmon node reads every packet on the bus")
+    else:
+        publisher.if_driven(hw)
 
 
 def _decide_board(hw: Hardware, publisher: NodePublisher) -> None:

@@ -13,6 +13,7 @@ from .hardware import Hardware
 from .ledger import Ledger
 from .model import (
     FACTS_UNREADABLE,
+    NETWORK_CARD,
     NO_DRIVER,
     NO_NODE,
     ONLY_RESERVED,
@@ -21,6 +22,7 @@ from .model import (
     Facts,
 )
 from .names import device_name
+from .network import NEVER_DELIVERED_CLASSES, host_network_node, is_network_card
 from .reserved import backing, reserved_kind, role_partitions
 from .sharing import split
 
@@ -44,11 +46,12 @@ class NodePublisher:
         self.nodes(hw)
 
     def deliverable(self, hw: Hardware, serio_ttys: frozenset[str]) -> tuple[
-            list[SysDevice], list[str], bool]:
-        """The nodes a claim may receive, the reserved ones dropped, and whether fb was withheld."""
+            list[SysDevice], list[str], list[str]]:
+        """The nodes a claim may receive, the reserved ones dropped, and the kinds withheld."""
         keep: list[SysDevice] = []
         reserved: list[str] = []
-        withheld = False
+        withheld: list[str] = []
+        card = is_network_card(hw)
         for n in hw.nodes:
             assert n.node is not None
             if any(n.path.startswith(b + "/") for b in self.bluetooth):
@@ -56,11 +59,14 @@ class NodePublisher:
             why = reserved_kind(n.node, self.console, serio_ttys)
             if why:
                 reserved.append(f"{n.node.path} ({why})")
-                continue
-            if n.subsystem == "graphics":
-                withheld = True  # seed "Sharing": the legacy framebuffer is never delivered
-                continue
-            keep.append(n)
+            elif n.subsystem == "graphics":
+                withheld.append("a framebuffer")  # seed "Sharing": never delivered
+            elif n.subsystem in NEVER_DELIVERED_CLASSES:
+                withheld.append("a usbmon node")  # it reads every packet on a USB bus
+            elif card and host_network_node(n):
+                withheld.append("the host network's")  # PTP clocks and RDMA nodes
+            else:
+                keep.append(n)
         return keep, reserved, withheld
 
     def machine_holds_disk(self, hw: Hardware) -> bool:
@@ -102,13 +108,17 @@ class NodePublisher:
         self.ledger.outcome(hw, None, detail, names)
 
     def _nothing_left(self, hw: Hardware, serial_line: bool, reserved: list[str],
-                      withheld: bool) -> None:
+                      withheld: list[str]) -> None:
         if serial_line:
             self.ledger.outcome(hw, ONLY_RESERVED, "serial line reserved by spec.serio; "
                                 "publishes -cec and -input once attached")
         elif reserved:
             self.ledger.outcome(hw, ONLY_RESERVED, "; ".join(reserved))
+        elif is_network_card(hw):
+            self.ledger.outcome(hw, NETWORK_CARD, "its nodes (PTP clocks, RDMA) serve the "
+                                "host's network; it has nothing to give a pod")
         elif withheld:
-            self.ledger.outcome(hw, ONLY_WITHHELD, "only a framebuffer, which is never delivered")
+            self.ledger.outcome(hw, ONLY_WITHHELD, "only " + ", ".join(sorted(set(withheld)))
+                                + ", which is never delivered")
         else:
             self.ledger.outcome(hw, NO_NODE)

@@ -44,6 +44,9 @@ BOARD_BUSES = ("platform", "acpi", "pnp")
 USB_DEVICE_ATTRS = ("serial", "manufacturer", "product")
 USB_INTERFACE_ATTRS: tuple[str, ...] = ()
 PCI_FALLBACK_ATTRS = ("vendor", "device", "class", "modalias")
+# A ttyS port's UART type: 0 is a placeholder with no UART behind it (decisions "Placeholder
+# serial ports").
+SERIAL_PORT_ATTRS = ("type",)
 # A sysfs text attribute (and a uevent) is at most one page; 64 KiB covers any page size.
 MAX_ATTR = 64 << 10
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -194,6 +197,8 @@ class _Walk:
             names += USB_INTERFACE_ATTRS if is_iface else USB_DEVICE_ATTRS
         elif subsystem == "pci" and "PCI_ID" not in props:
             names += PCI_FALLBACK_ATTRS
+        elif subsystem == "tty" and path.rsplit("/", 1)[-1].startswith("ttyS"):
+            names += SERIAL_PORT_ATTRS
         attrs: dict[str, bytes] = {}
         for attr in names:
             content = self.read(f"{path}/{attr}")
@@ -288,6 +293,12 @@ def read_sysfs(root: Path | str = "/sys") -> Snapshot:
         path = walk.resolve("/class/bluetooth", entry)
         if path is not None:
             walk.load(path)
+    # Network interfaces own no node, but mark their card (decisions "Network cards never
+    # appear"); the virtual ones (a pod's veth, bridges) belong to no hardware.
+    for entry in walk.listdir("/class/net"):
+        path = walk.resolve("/class/net", entry)
+        if path is not None and not path.startswith("/devices/virtual/"):
+            walk.load(path, subsystem="net")
     # Board devices matter as owners of nodes (decisions "Which hardware is considered"): only
     # the ancestors of a node are looked up in the platform, ACPI and PNP indexes.
     wanted: set[tuple[str, str]] = set()
