@@ -340,6 +340,10 @@ class Agent:
             sources = self.config.sources
             snapshot = sources.snapshot()
             inv = build_inventory(snapshot, sources.context(spec), memo=sources.memo)
+        except InputError as exc:  # the tree stopped being a sysfs tree: one line, no traceback
+            self.metrics.walk_errors.inc()
+            log.error("walk failed: %s", exc)
+            return
         except Exception:
             self.metrics.walk_errors.inc()
             log.exception("walk failed")
