@@ -1,6 +1,6 @@
 """SlicePublisher against the loopback API server: it writes only changes, survives outages,
 conflicts and throttling, recreates a deleted slice, and notices a server that drops
-allowMultipleAllocations (issue 4, "Publishing")."""
+allowMultipleAllocations (docs/agent.md, "Publishing")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Fixtures for the media agent's tests: a fake VA driver and fake render nodes, built for real.
 
-Only what hardware provides is replaced (issue 5, "How it is tested"): the agent's own code,
-the child process, ctypes, libva.so.2 and libva-drm.so.2 are the real ones. The VA driver is
-tests/media/native/vafake.c, compiled here with gcc against libva-dev and loaded by libva through
-LIBVA_DRIVERS_PATH/LIBVA_DRIVER_NAME; the render nodes are plain files that libdrm accepts through
-tests/media/native/drmshim.c (an LD_PRELOAD shim, reference/libva.md 3.2).
+Only what hardware provides is replaced (docs/media.md, "Testing without a GPU"): the agent's
+own code, the child process, ctypes, libva.so.2 and libva-drm.so.2 are the real ones. The VA
+driver is tests/media/native/vafake.c, compiled here with gcc against libva-dev and loaded by
+libva through LIBVA_DRIVERS_PATH/LIBVA_DRIVER_NAME; the render nodes are plain files that libdrm
+accepts through tests/media/native/drmshim.c (an LD_PRELOAD shim).
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def test_daemonset_gets_render_nodes_through_its_own_claim() -> None:
     [container] = pod["containers"]
     assert container["resources"]["claims"] == [{"name": claim["name"]}]
     assert container["args"][:3] == ["run", "--node", "$(NODE_NAME)"]
-    # No privilege and no host /dev (issue 5, "Deploy").
+    # No privilege and no host /dev (docs/media.md, "Deploying").
     sc = container["securityContext"]
     assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"]["drop"] == ["ALL"]
@@ -144,7 +144,7 @@ def test_rbac() -> None:
 
 
 def cel_device(driver: str, device: dict[str, Any]) -> Any:
-    """The CEL ``device`` of a slice device (dra-api.md 4.4): attributes by domain, bare names
+    """The CEL ``device`` of a slice device (KEP-4381): attributes by domain, bare names
     under the driver's own domain."""
     attrs: dict[str, dict[str, Any]] = {}
     for key, value in device.get("attributes", {}).items():

@@ -1,4 +1,4 @@
-"""The query through the real libva, one child process per render node (issue 5, item 1).
+"""The query through the real libva, one child process per render node (docs/media.md).
 
 Each test runs the agent's own child (``python -m liken_devices.media.child``) against fake
 render nodes answered by the fake VA driver, and checks the seed's table on the answer.
@@ -107,7 +107,8 @@ def test_video_processor_formats_filter_on_type(gpus: FakeGPUs) -> None:
 
 
 def test_ihd_video_processor_has_p010(gpus: FakeGPUs) -> None:
-    # iHD always lists P010 for VPP, even where VideoProc's RT format lacks YUV420_10 (libva.md 4).
+    # iHD always lists P010 for VPP, even where VideoProc's RT format lacks YUV420_10 (its fixed
+    # list of formats).
     node = gpus.add(128, "vendor Intel iHD driver for Intel(R) Gen Graphics - 23.1.1 ()\n"
                          "VAProfileH264High VAEntrypointVLD\n"
                          "VAProfileNone VAEntrypointVideoProc YUV420\n")
@@ -247,7 +248,7 @@ def test_default_timeout_is_twenty_seconds(gpus: FakeGPUs) -> None:
 
 # The same query with no LD_PRELOAD at all: in a private mount namespace the node is /dev/null
 # bind-mounted over the fake node, and libdrm's view of sysfs holds only /sys/dev/char/1:3/
-# device/drm (reference/libva.md 3.2), so the real libdrm itself accepts the fd.
+# device/drm (where libdrm looks to accept an fd as DRM), so the real libdrm accepts the fd.
 NAMESPACE_SCRIPT = """set -e
 for last in "$@"; do :; done
 mount --bind /dev/null "$last"
@@ -278,7 +279,7 @@ def test_namespace_node_without_preload(gpus: FakeGPUs) -> None:
 
 def test_kernel_driver_name_picks_the_va_driver(gpus: FakeGPUs, tmp_path: Path) -> None:
     # As in production (no LIBVA_DRIVER_NAME): libva maps the kernel driver's name from
-    # drmGetVersion to VA driver names, i915 -> iHD first (libva.md 3.1). The shim answers
+    # drmGetVersion to VA driver names, i915 -> iHD first (libva's driver map). The shim answers
     # "i915", and the fake driver is installed under iHD's file name.
     drivers = tmp_path / "dri"
     drivers.mkdir()

@@ -2,7 +2,7 @@
  * drmshim: an LD_PRELOAD shim that makes libdrm accept a plain file as a DRM render node.
  *
  * Why: libva's vaGetDisplayDRM only takes an fd for which libdrm's drmGetNodeTypeFromFd() finds a
- * DRM character device in sysfs (reference/libva.md section 3.1), and this machine's kernel has
+ * DRM character device in sysfs, and this machine's kernel has
  * no DRM at all. For fds whose path lies under VAFAKE_DRM_PREFIX this shim answers "render node"
  * (DRM_NODE_RENDER = 2, xf86drm.h), and drmGetVersion answers the kernel driver name in
  * VAFAKE_DRM_NAME (when set), so libva's own kernel-to-VA driver name map can be exercised.

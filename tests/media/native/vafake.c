@@ -2,7 +2,7 @@
  * vafake: a VA-API driver for tests, loaded by the real libva instead of a GPU's driver.
  *
  * Why: the machines that run the suite have no GPU, and the real drivers (iHD, radeonsi) talk to
- * the kernel and fail at init on anything but real hardware (reference/libva.md, section 2).
+ * the kernel and fail at init on anything but real hardware.
  * This driver answers the capability queries from a text file, so the agent's whole query path
  * (ctypes -> libva.so.2 -> libva-drm.so.2 -> a driver) runs for real, with only the hardware
  * replaced.
@@ -36,7 +36,7 @@
  * vaQuerySurfaceAttributes.
  * Defaults when the file is silent: RT format YUV420, plus YUV420_10 for HEVCMain10,
  * VP9Profile2, AV1Profile0 and the video processor; video processor formats as the real drivers
- * build them (libva.md section 4): with "Intel iHD" in the vendor string NV12 plus iHD's fixed
+ * build them: with "Intel iHD" in the vendor string NV12 plus iHD's fixed
  * list (which has P010), otherwise NV12 for YUV420 and P010 for YUV420_10 in its RT format.
  * Profile and entrypoint names are resolved through libva's own vaProfileStr/vaEntrypointStr.
  */
@@ -91,7 +91,7 @@ static const struct { const char *name; unsigned int value; } rt_names[] = {
 };
 
 /* The fourccs iHD adds after NV12 for any video processor config (MediaLibvaCaps, m_vpSurfaceAttr;
- * libva.md section 4). Only P010 matters to the agent; the rest make the list realistic. */
+ * the drivers' source). Only P010 matters to the agent; the rest make the list realistic. */
 static const char *ihd_vpp[] = {"NV12", "I420", "YV12", "YUY2", "UYVY", "P010", "RGBA", "BGRA",
                                 "AYUV", "Y210", "Y410", "P016", NULL};
 
@@ -424,7 +424,7 @@ static void put_int(VASurfaceAttrib *a, VASurfaceAttribType type, int value)
     a->value.value.i = value;
 }
 
-/* The two-call protocol of the real drivers (libva.md section 2): a NULL list gets an upper
+/* The two-call protocol of the real drivers: a NULL list gets an upper
  * bound, a short list gets MAX_NUM_EXCEEDED and the real count. Besides the pixel formats the
  * list carries size and memory-type attributes, as real drivers do, so a caller must filter on
  * the attribute type. */
@@ -641,8 +641,8 @@ VAStatus __vaDriverInit_1_0(VADriverContextP ctx)
     return VA_STATUS_SUCCESS;
 }
 
-/* libva looks for __vaDriverInit_1_<its minor> first, then each lower minor down to 1_0
- * (libva.md section 3.1): export the minor we were built against too. */
+/* libva's loader looks for __vaDriverInit_1_<its minor> first, then each lower minor down to
+ * 1_0: export the minor we were built against too. */
 #define INIT_NAME_(minor) __vaDriverInit_1_##minor
 #define INIT_NAME(minor) INIT_NAME_(minor)
 VAStatus INIT_NAME(VA_MINOR_VERSION)(VADriverContextP ctx)
