@@ -11,6 +11,7 @@ import pytest
 from liken_devices import cli
 from liken_devices.cliargs import InputError, check_node_name, node_name
 from liken_devices.media import cli as media_cli
+from tests.support.hostile import assert_fails_closed, run_cli
 from tests.support.sysfs_builder import SysfsBuilder
 
 
@@ -90,3 +91,11 @@ def test_media_takes_the_same_node_rule(monkeypatch: pytest.MonkeyPatch) -> None
     from liken_devices.cliargs import node_from_args
 
     assert node_from_args(args) == "from-env"
+
+
+@pytest.mark.parametrize("argv", [["scan", "--node"], ["bogus"], ["scan", "-o", "xml"],
+                                  ["machine", "apply", "--nope"], []])
+def test_a_usage_error_is_one_line_and_exit_2(argv: list[str]) -> None:
+    out = run_cli(argv)
+    assert_fails_closed(out, allowed=(2,))
+    assert out.lines[0].startswith("liken-devices") and "--help" in out.lines[0]

@@ -17,13 +17,13 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import DRIVER
 from .inventory.context import InputError
 from .inventory.sources import Sources, default_hwdata_dir, default_modules_dir
 
-__all__ = ["InputError", "add_inputs", "check_node_name", "dump", "inputs_parent",
+__all__ = ["InputError", "Parser", "add_inputs", "check_node_name", "dump", "inputs_parent",
            "node_from_args", "node_name", "sources_from_args"]
 
 # The environment variable a DaemonSet sets from the downward API (spec.nodeName).
@@ -116,13 +116,17 @@ def _terminal_width() -> int:
 
 
 class Parser(argparse.ArgumentParser):
-    """The project's argument parser. It tells each formatter the terminal's width from ``os``
-    itself: argparse would import :mod:`shutil` for that (and with it the bz2, lzma and zlib
-    modules) on every argument added, which is most of a ``scan``'s start-up beyond the
-    interpreter."""
+    """The project's argument parser. A usage error is one line, like any bad input. It tells
+    each formatter the terminal's width from ``os`` itself: argparse would import :mod:`shutil`
+    for that (and with it the bz2, lzma and zlib modules) on every argument added, which is most
+    of a ``scan``'s start-up beyond the interpreter."""
 
     def _get_formatter(self) -> argparse.HelpFormatter:
         return self.formatter_class(prog=self.prog, width=_terminal_width())  # type: ignore[call-arg]
+
+    def error(self, message: str) -> NoReturn:
+        """A usage error is bad input: one line on stderr, exit status 2."""
+        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
 
 
 def inputs_parent() -> argparse.ArgumentParser:
