@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import DRIVER
 from ..errors import InputError
@@ -44,6 +44,9 @@ from ..inventory import Inventory, MachineSpec, Sources, build_inventory
 from ..machine.conditions import spec_condition
 from .metrics import AgentMetrics
 from .uevent import MAX_WAIT, QUIET, Debouncer, UeventSocket, wakes_walk
+
+if TYPE_CHECKING:
+    from ..sysfs.model import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -100,13 +103,74 @@ def release_free_memory() -> None:
     trim(0)
 
 
+class Publisher(Protocol):
+    """What the loop needs of ``kube.SlicePublisher``."""
+
+    writes: int
+
+    @property
+    def converged(self) -> bool: ...
+
+    def set_devices(self, devices: list[dict[str, Any]]) -> None: ...
+
+    def observe(self, event: str, obj: dict[str, Any] | None) -> bool: ...
+
+    def sync(self) -> bool: ...
+
+    def retry_in(self, now: float | None = None) -> float | None: ...
+
+
+class Reporter(Protocol):
+    """What the loop needs of ``kube.MachineReporter``."""
+
+    @property
+    def spec(self) -> MachineSpec: ...
+
+    @property
+    def spec_error(self) -> str | None: ...
+
+    def refresh(self) -> MachineSpec: ...
+
+    def observe(self, event: str, obj: dict[str, Any] | None) -> bool: ...
+
+    def in_sync(self) -> bool: ...
+
+    def set_status(self, inv: Inventory, fragment: dict[str, Any] | None = None) -> None: ...
+
+    def sync(self) -> bool: ...
+
+    def retry_in(self, now: float | None = None) -> float | None: ...
+
+
+class KubeletPlugin(Protocol):
+    """What the loop needs of ``plugin.Plugin``."""
+
+    @property
+    def registered(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def reconcile(self, inv: Inventory) -> Any: ...
+
+
+class MachineSideLike(Protocol):
+    """What the loop needs of ``machine.MachineSide``."""
+
+    def apply(self, spec: MachineSpec, snapshot: Snapshot) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
 class Agent:
     """See the module docstring. Every collaborator is optional, so offline runs and tests can
     leave out the API side (``publisher``/``reporter``), the ``plugin`` or the ``machine_side``.
     """
 
-    def __init__(self, config: AgentConfig, *, publisher: Any = None, reporter: Any = None,
-                 plugin: Any = None, machine_side: Any = None,
+    def __init__(self, config: AgentConfig, *, publisher: Publisher | None = None,
+                 reporter: Reporter | None = None, plugin: KubeletPlugin | None = None,
+                 machine_side: MachineSideLike | None = None,
                  metrics: AgentMetrics | None = None,
                  watches: list[Callable[[Agent], Any]] | None = None) -> None:
         self.config = config
@@ -192,7 +256,7 @@ class Agent:
         if not self.ready.is_set():
             return False, "the first walk has not finished"
         plugin = self.plugin
-        if plugin is not None and not getattr(plugin, "registered", False):
+        if plugin is not None and not plugin.registered:
             return False, "the kubelet has not registered the plugin"
         if self.publisher is not None and not self._slice_written:
             if not (self.publisher.writes or self.publisher.converged):
