@@ -177,11 +177,25 @@ def test_evaluation_errors(env: Env, expression: str, attrs: dict[str, Any],
     ('device.attributes["d"].x.nosuchfunction()', "undeclared reference"),
     ("", "empty"),
     ("true || " * 2000 + "true", "longer than"),
+    # Kubernetes' own example of an expression over its cost limit: seven nested comprehensions.
+    ("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(x, " * 7 + "int('1'.find('[0-9]*')) < 100" + ")" * 7,
+     "exceeds the limit"),
+    (f'device.attributes["{D}"].a.all(x, device.attributes["{D}"].b.all(y, '
+     f'device.attributes["{D}"].c.all(z, x + y + z > 0)))', "exceeds the limit"),
 ])
 def test_compile_errors(env: Env, expression: str, fragment: str) -> None:
     with pytest.raises(CompileError) as info:
         env.compile(expression)
     assert fragment.lower() in str(info.value).lower()
+
+
+@pytest.mark.parametrize("expression", [
+    f'device.attributes["{D}"].names.exists(x, device.attributes["{D}"].other.exists(y, x == y))',
+    "[1, 2, 3].all(x, [4, 5].all(y, [6, 7].all(z, x < y)))",
+    f'device.attributes.exists_one(x, x == "{D}")',
+])
+def test_affordable_comprehensions_compile(env: Env, expression: str) -> None:
+    env.compile(expression)
 
 
 def test_invalid_version_attribute_is_reported(env: Env) -> None:

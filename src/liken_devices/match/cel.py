@@ -34,6 +34,13 @@ from .values import Semver, ValueError_, format_quantity, parse_quantity, parse_
 MAX_EXPRESSION_BYTES = 10 * 1024
 # ResourceSliceMaxAttributeValuesPerDevice: the bound that includes() enforces.
 MAX_INCLUDES = 48
+# CELSelectorExpressionMaxCost: Kubernetes rejects an expression whose worst-case cost is higher.
+MAX_COST = 1_000_000
+# The most elements a comprehension over a device's data can see (attributes and capacities per
+# device, list attribute values): the bound an estimate assumes for a range it cannot count.
+_RANGE_BOUND = 64
+# What one step of a comprehension costs at least (loop condition and step).
+_STEP_COST = 4
 # A missing domain is retried with an empty map in its place at most this often.
 _MAX_DOMAIN_RETRIES = 8
 _NOT_FOUND = re.compile(r'Key not found in map\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -186,6 +193,10 @@ class Env:
             raise CompileError("the expression is empty")
         if len(expression.encode()) > MAX_EXPRESSION_BYTES:
             raise CompileError(f"the expression is longer than {MAX_EXPRESSION_BYTES} bytes")
+        cost = estimated_cost(expression)
+        if cost > MAX_COST:
+            raise CompileError(f"estimated worst-case cost {cost:.3g} exceeds the limit of "
+                               f"{MAX_COST} (Kubernetes rejects such an expression)")
         try:
             program = self._env.compile(_default_domains(expression))
         except RuntimeError as exc:
@@ -380,6 +391,74 @@ def _default_domains(expression: str) -> str:
     return "".join(out)
 
 
+_MACRO = re.compile(r"\.\s*(?:all|exists|exists_one|existsOne|map|filter|transformList|"
+                    r"transformMap|transformMapEntry|sortBy)\s*\(")
+
+
+def estimated_cost(expression: str) -> float:
+    """A worst-case cost estimate in the spirit of Kubernetes' (which this runtime lacks): each
+    comprehension multiplies the cost of its body by the size of its range, a list literal's
+    length or the bound of a device's data; the rest counts one per character run. It bounds
+    the evaluation time of what ``match`` accepts; Kubernetes' own estimate decides admission.
+    """
+    total = 1.0
+    i, n = 0, len(expression)
+    while i < n:
+        ch = expression[i]
+        if ch in "\"'":
+            i = _string_end(expression, i)
+            continue
+        m = _MACRO.match(expression, i)
+        if m is None:
+            i += 1
+            continue
+        close = _matching_bracket(expression, m.end() - 1)
+        if close < 0:
+            return total  # the compiler reports the syntax error
+        body = estimated_cost(expression[m.end():close])
+        total += _range_size(expression, i) * (_STEP_COST + body)
+        i = close + 1
+    return total
+
+
+def _range_size(text: str, dot: int) -> int:
+    """The length of the list literal a macro at ``dot`` ranges over, else the data bound."""
+    j = dot - 1
+    while j >= 0 and text[j].isspace():
+        j -= 1
+    if j < 0 or text[j] != "]":
+        return _RANGE_BOUND
+    depth, k = 0, j
+    while k >= 0:
+        if text[k] in ")]}":
+            depth += 1
+        elif text[k] in "([{":
+            depth -= 1
+            if depth == 0:
+                break
+        k -= 1
+    before = text[:k].rstrip()
+    if k < 0 or (before and (before[-1].isalnum() or before[-1] in "_)]\"'?")):
+        return _RANGE_BOUND  # an index, not a literal
+    inner = text[k + 1:j]
+    if not inner.strip():
+        return 0
+    count, depth, q = 1, 0, 0
+    while q < len(inner):
+        c = inner[q]
+        if c in "\"'":
+            q = _string_end(inner, q)
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            count += 1
+        q += 1
+    return count
+
+
 def _string_end(text: str, start: int) -> int:
     """The index after the string literal that starts at ``start`` (CEL quoting)."""
     quote = text[start]
@@ -409,7 +488,7 @@ def _matching_bracket(text: str, open_at: int) -> int:
         elif ch in ")]}":
             depth -= 1
             if depth == 0:
-                return i if ch == "]" else -1
+                return i if "([{".index(text[open_at]) == ")]}".index(ch) else -1
         i += 1
     return -1
 
