@@ -15,8 +15,8 @@ from fractions import Fraction
 
 # resource.Quantity: a signed decimal number and one suffix: binary SI (Ki..Ei), decimal SI
 # (n u m "" k M G T P E) or a decimal exponent (e3, E-2).
-_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|"
-                       r"[eE][+-]?[0-9]+)?$")
+_QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|"
+                       r"[eE][+-]?[0-9]+)?")
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 MAX_QUANTITY_TEXT = 128
@@ -30,7 +30,7 @@ def parse_quantity(text: str) -> Fraction:
     """The exact value of a Kubernetes quantity such as ``1Gi``, ``500m`` or ``1e3``."""
     if len(text) > MAX_QUANTITY_TEXT:
         raise ValueError_(f"quantity {text[:32]!r}...: too long")
-    m = _QUANTITY.match(text)
+    m = _QUANTITY.fullmatch(text)
     if m is None:
         raise ValueError_(f"quantities must match the regular expression "
                           f"'^([+-]?[0-9.]+)([eEinumkKMGTPE]*[-+]?[0-9]*)$': {text!r}")
@@ -92,7 +92,7 @@ class Semver:
         for x, y in zip(self.pre, other.pre, strict=False):
             if x == y:
                 continue
-            xn, yn = x.isdigit(), y.isdigit()
+            xn, yn = _DIGITS.fullmatch(x) is not None, _DIGITS.fullmatch(y) is not None
             if xn and yn:
                 return -1 if int(x) < int(y) else 1
             if xn != yn:  # numeric identifiers sort before alphanumeric ones
@@ -101,10 +101,11 @@ class Semver:
         return (len(self.pre) > len(other.pre)) - (len(self.pre) < len(other.pre))
 
 
+_DIGITS = re.compile(r"[0-9]+")
 _NUM = r"(0|[1-9][0-9]*)"
 _PRE_ID = r"(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)"
-_SEMVER = re.compile(rf"^{_NUM}\.{_NUM}\.{_NUM}(?:-({_PRE_ID}(?:\.{_PRE_ID})*))?"
-                     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
+_SEMVER = re.compile(rf"{_NUM}\.{_NUM}\.{_NUM}(?:-({_PRE_ID}(?:\.{_PRE_ID})*))?"
+                     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?")
 _MAX_COMPONENT = 2**63 - 1
 
 
@@ -116,7 +117,7 @@ def parse_semver(text: str, lenient: bool = False) -> Semver:
         raise ValueError_("semver: too long")
     if lenient:
         text = _normalize(text)
-    m = _SEMVER.match(text)
+    m = _SEMVER.fullmatch(text)
     if m is None:
         raise ValueError_(f"could not parse semver: {text!r}")
     major, minor, patch = (int(m.group(i)) for i in (1, 2, 3))
@@ -136,7 +137,7 @@ def _normalize(text: str) -> str:
             text, rest = text[:i], text[i:]
             break
     parts = text.split(".")
-    if len(parts) > 3 or not all(p.isdigit() for p in parts):
+    if len(parts) > 3 or not all(_DIGITS.fullmatch(p) for p in parts):
         return text + rest  # let the strict parse report it
     parts = [p.lstrip("0") or "0" for p in parts] + ["0"] * (3 - len(parts))
     return ".".join(parts) + rest
