@@ -50,12 +50,12 @@ def test_a_good_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("line", "text", "kind"), [
-    ("    vendor: 0x2548", "0x2548", "int"),
-    ("    vendor: 2548", "2548", "int"),
-    ("    serial: 0123", "0123", "int"),
-    ("    serial: 1.5", "1.5", "float"),
-    ("    serial: on", "on", "bool"),
-    ("    product: 2024-01-02", "2024-01-02", "timestamp"),
+    ("    vendor: 0x2548", "0x2548", "a number"),
+    ("    vendor: 2548", "2548", "a number"),
+    ("    serial: 0123", "0123", "a number"),
+    ("    serial: 1.5", "1.5", "a number"),
+    ("    serial: on", "on", "a boolean"),
+    ("    product: 2024-01-02", "2024-01-02", "a date"),
 ])
 def test_an_unquoted_id_that_yaml_turns_into_a_number_is_refused(
         tmp_path: Path, line: str, text: str, kind: str) -> None:
@@ -66,12 +66,12 @@ def test_an_unquoted_id_that_yaml_turns_into_a_number_is_refused(
     with pytest.raises(InputError) as err:
         read_machine_file(write(tmp_path, doc))
     message = str(err.value)
-    assert f"{text!r} is read by YAML as a {kind}" in message and f'quote it: "{text}"' in message
+    assert f"{text!r} is read by YAML as {kind}" in message and f'quote it: "{text}"' in message
     assert "9544" not in message
 
 
 def test_an_unquoted_module_name_that_is_a_bool_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="'on' is read by YAML as a bool"):
+    with pytest.raises(InputError, match="'on' is read by YAML as a boolean"):
         read_machine_file(write(tmp_path, "modules: [pulse8_cec, on]\n"))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from liken_devices.errors import InputError
-from liken_devices.sysfs import umockdev
+from liken_devices.sysfs import reader, umockdev
 from liken_devices.sysfs.reader import MAX_ATTR, read_sysfs
 from liken_devices.sysfs.umockdev import load_recording, parse_recording
 from tests.support.hostile import assert_fails_closed, run_cli
@@ -230,3 +230,13 @@ def test_a_tree_without_dev_char_exits_2_saying_it_is_not_sysfs(tmp_path: Path) 
     out = run_cli(_cli("--sysfs", str(root)))
     assert_fails_closed(out, allowed=(2,))
     assert "is not a sysfs tree: it has no dev/char index" in out.stderr
+
+
+def test_an_index_with_too_many_entries_is_not_a_sysfs_tree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    b = _tree(tmp_path)
+    monkeypatch.setattr(reader, "MAX_ENTRIES", 3)
+    for minor in range(4):
+        (b.root / "dev/char" / f"10:{minor + 200}").symlink_to("../../devices/virtual/x")
+    with pytest.raises(InputError, match="more than 3: not a sysfs tree"):
+        read_sysfs(b.root)

@@ -35,6 +35,8 @@ MAX_SERIAL = 255  # a USB string descriptor holds at most 126 UTF-16 characters
 _HEX4 = re.compile(r"[0-9a-f]{4}")  # fullmatch
 _STR = "tag:yaml.org,2002:str"
 _STRING_KEYS = ("vendor", "product", "serial")
+_KINDS = {"int": "a number", "float": "a number", "bool": "a boolean", "null": "null",
+          "timestamp": "a date", "binary": "binary data"}
 
 
 class _Loader(yaml.SafeLoader):
@@ -85,9 +87,9 @@ def _check_nodes(node: yaml.Node) -> None:
 def _check_string(what: str, node: yaml.Node) -> None:
     if isinstance(node, yaml.ScalarNode) and node.tag != _STR and node.value != "" \
             and node.style is None:
-        kind = node.tag.rsplit(":", 1)[-1]
+        kind = _KINDS.get(node.tag.rsplit(":", 1)[-1], "something else")
         raise InputError(
-            f"line {node.start_mark.line + 1}: {what} {node.value[:40]!r} is read by YAML as a "
+            f"line {node.start_mark.line + 1}: {what} {node.value[:40]!r} is read by YAML as "
             f"{kind}, not text; quote it: \"{node.value[:40]}\"")
 
 

@@ -49,6 +49,7 @@ PCI_FALLBACK_ATTRS = ("vendor", "device", "class", "modalias")
 SERIAL_PORT_ATTRS = ("type",)
 # A sysfs text attribute (and a uevent) is at most one page; 64 KiB covers any page size.
 MAX_ATTR = 64 << 10
+MAX_ENTRIES = 200_000  # entries of one directory listed (an index, a device's slaves)
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
@@ -102,12 +103,17 @@ class _Walk:
 
     def listdir(self, rel: str) -> list[str]:
         try:
-            return sorted(os.listdir(self.root + rel))
+            names = os.listdir(self.root + rel)
         except FileNotFoundError:
             return []
         except OSError as exc:
             self.problem(f"cannot list {rel}: {exc.strerror}")
             return []
+        if len(names) > MAX_ENTRIES:
+            # A kernel index never comes near this; a tree that does is not a sysfs.
+            raise InputError(f"{self.root}{rel} lists {len(names)} entries, more than "
+                             f"{MAX_ENTRIES}: not a sysfs tree")
+        return sorted(names)
 
     def read(self, rel: str) -> bytes | None:
         """A regular file's bytes (at most :data:`MAX_ATTR`), or None with the problem noted."""
