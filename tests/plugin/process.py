@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.sysfs_builder import Dev, SysfsBuilder
@@ -44,14 +45,14 @@ class Node:
                 str(r / "mods"), "--hwdata-dir", str(r / "hw"), "--node", NODE,
                 "--cdi-dir", str(self.cdi), "--state-dir", str(self.state)]
 
-    def start(self) -> None:
+    def start(self, preexec_fn: Callable[[], None] | None = None) -> None:
         assert self.proc is None
         with open(self.root / "plugin.log", "ab") as log:
             self.proc = subprocess.Popen(
                 [*LIKEN, "plugin", *self.common(), "--kubeconfig", str(self.kubeconfig),
                  "--plugin-dir", str(self.sockdir / "plugins" / "liken.sh"),
                  "--registry-dir", str(self.sockdir / "registry"), "-v"],
-                stdin=subprocess.DEVNULL, stderr=log)
+                stdin=subprocess.DEVNULL, stderr=log, preexec_fn=preexec_fn)
         deadline = time.monotonic() + 30
         while True:
             if self.proc.poll() is not None:

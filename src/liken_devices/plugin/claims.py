@@ -1,16 +1,21 @@
 """Reading a ResourceClaim's allocation from the API, the way the kubelet plugin must.
 
-dra-api.md §6.4: before preparing, the plugin GETs each claim by namespace/name and refuses a claim
-that is gone, not allocated, or whose UID differs from the one the kubelet gave (the claim "got
-replaced"). §4.2/§5.3: ``status.allocation.devices.results`` holds every driver's devices, so only
-the results whose driver is ``liken.sh`` are ours, and only those of this node's pool (the pool is
-named after the node: devices.txt, "What a node publishes"). A result's request may be
-``<request>/<subrequest>``; the kubelet matches containers on the base name, so that is what is
-returned.
+Before preparing, the plugin GETs each claim by namespace/name and refuses a claim that is gone,
+not allocated, or whose UID differs from the one the kubelet gave (the claim "got replaced"), as
+the kubelet plugin helper of Kubernetes does (docs/plugin.md, "Prepare").
+``status.allocation.devices.results`` holds every driver's devices, so only the results whose
+driver is ``liken.sh`` are ours, and only those of this node's pool (the pool is named after the
+node: devices.txt, "What a node publishes"). A result's request may be ``<request>/<subrequest>``;
+the kubelet matches containers on the base name, so that is what is returned.
+
+The namespace and name come from the gRPC request, hostile until checked: a namespace is a
+DNS-1123 label and a claim's name a DNS-1123 subdomain (Kubernetes' object name rules), so
+nothing else ever reaches the API server's URL path.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -48,12 +53,24 @@ def _field(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def check_ref(namespace: str, name: str) -> None:
+    """:class:`ClaimError` unless ``namespace`` is a DNS label and ``name`` a DNS subdomain."""
+    if not _LABEL.fullmatch(namespace):
+        raise ClaimError(f"namespace {namespace[:80]!r} is not a DNS-1123 label")
+    if len(name) > 253 or not all(_LABEL.fullmatch(p) for p in name.split(".")):
+        raise ClaimError(f"claim name {name[:80]!r} is not a DNS-1123 subdomain")
+
+
 def fetch_results(client: KubeClient, namespace: str, name: str, uid: str,
                   node: str) -> list[Result]:
     """This node's liken.sh devices in the claim's allocation, or :class:`ClaimError`."""
     from lightkube import ApiError
     from lightkube.resources.resource_v1 import ResourceClaim
 
+    check_ref(namespace, name)
     ref = f"ResourceClaim {namespace}/{name}"
     try:
         claim = client.get(ResourceClaim, name, namespace=namespace)

@@ -72,6 +72,10 @@ class StateBusy(InputError):
     """Another instance holds the state directory's lock (exit 2, one line)."""
 
 
+class StateDirError(InputError):
+    """A state directory that cannot be made or locked (exit 2, one line)."""
+
+
 class StateLockTimeout(OSError):
     """The other instance of an upgrade held the write lock too long."""
 
@@ -310,8 +314,12 @@ class StateStore:
         """Take the instance lock for the process's life, or :class:`StateBusy`."""
         if self._instance_fd is not None:
             return
-        make_dir(self.directory, DIR_MODE)
-        fd = _open_lock(self.directory / INSTANCE_LOCK)
+        try:
+            make_dir(self.directory, DIR_MODE)
+            fd = _open_lock(self.directory / INSTANCE_LOCK)
+        except OSError as e:
+            raise StateDirError(f"cannot use the plugin state directory {self.directory}: "
+                                f"{e.strerror or e}") from None
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
