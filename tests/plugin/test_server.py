@@ -189,3 +189,21 @@ def test_too_many_claims_in_one_call_is_refused(plugin: Plugin) -> None:
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert cdi_files(plugin.config.cdi_dir) == []
     assert not (plugin.config.state_dir / STATE_FILE).exists()
+
+
+def test_a_run_beside_a_running_plugin_exits_2_naming_the_holder(node: Node,
+                                                                  tmp_path: Path) -> None:
+    node.start()
+    assert node.proc is not None
+    out = subprocess.run(
+        [*LIKEN, "run", "--no-api", *node.common(), "--plugin-dir", str(tmp_path / "p2"),
+         "--registry-dir", str(tmp_path / "r2"), "--console", str(tmp_path / "console"),
+         "--metrics-port", "0", "--metrics-addr", "127.0.0.1"],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        line for line in out.stderr.strip().splitlines() if f"pid {node.proc.pid} " in line]
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r2" / "liken.sh-reg.sock").exists()
+    k = node.kubelet()  # the first one still serves
+    k.close()
