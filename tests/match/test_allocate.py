@@ -341,3 +341,17 @@ def test_generation_and_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     names = [m["device"] for m in out["nodes"][0]["asked"][0]["claims"][0]["requests"][0][
         "alternatives"][0]["matching"]]
     assert "usb-9-9" not in names
+
+
+def test_a_node_without_devices_and_an_unknown_node(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    empty = slice_("liken.sh", [])
+    rc, out = run(tmp_path, claim([req("s", "serial")]), capsys=capsys, slices=[empty])
+    assert rc == 1 and out["nodes"][0]["node"] == NODE
+    files = tmp_path / "c.yaml"
+    files.write_text(yaml.safe_dump_all([*CLASSES, claim([req("s", "serial")])]))
+    sl = tmp_path / "s.yaml"
+    sl.write_text(yaml.safe_dump_all(SLICES))
+    assert main(["match", "-f", str(files), "--slices", str(sl), "--node", "n9"]) == 2
+    assert "no ResourceSlice of node n9 among the slices read (nodes: n1)" in \
+        capsys.readouterr().err

@@ -190,3 +190,11 @@ def test_match_against_the_cluster(api: FakeApiServer, tmp_path: Path,
     assert {"cel": {"expression": 'device.attributes["liken.sh"].serial == "S6"'}} in selectors
     rc = kubectl_main(["fleet", "--node", "node-0006"])
     assert rc == 0 and "node-0006" in capsys.readouterr().out
+
+
+def test_kubectl_plugin_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        kubectl_main(["match"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kubectl liken match: ")

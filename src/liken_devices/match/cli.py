@@ -321,14 +321,15 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 def kubectl_main(argv: Sequence[str] | None = None) -> int:
     """``kubectl liken claim-for|match|fleet ...``: the cluster is the default source."""
     from ..cli import setup_logging
-    from ..cliargs import inputs_parent
+    from ..cliargs import Parser, inputs_parent
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="kubectl liken",
         description="liken.sh devices in the cluster: claim-for writes a claim for a device, "
                     "match says why a claim is pending, fleet shows every node's hardware.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                parser_class=Parser)
     register(sub, inputs_parent())
     args = parser.parse_args(argv)
     args.cluster_default = True

@@ -133,8 +133,17 @@ def answer(env: Env, question: Question, slices: Sequence[dict[str, Any]],
            node: str | None = None) -> list[NodeAnswer]:
     devices = slice_devices(slices)
     nodes = by_node(devices)
+    shared = [d for d in devices if d.node is None]
+    for s in slices:  # a node whose slice lists no device is still a node to answer for
+        name = (s.get("spec") or {}).get("nodeName")
+        if isinstance(name, str):
+            nodes.setdefault(name, list(shared))
     if node is not None:
-        nodes = {node: nodes.get(node, [d for d in devices if d.node is None])}
+        if node not in nodes and not shared:
+            known = ", ".join(sorted(nodes)[:10]) or "none"
+            raise InputError(f"no ResourceSlice of node {node} among the slices read "
+                             f"(nodes: {known})")
+        nodes = {node: nodes.get(node, list(shared))}
     if not nodes:
         raise InputError("no node's ResourceSlice among the slices read")
     targets = question.targets()
