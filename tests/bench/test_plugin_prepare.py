@@ -10,8 +10,10 @@ seen (the claims of the previous round are unprepared in the untimed setup).
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,19 +52,49 @@ def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin]]:
                       hwdata_dir=root / "hw")
     assert len(sources.walk().devices) == DEVICES
     api = FakeApiProcess()
-    client = lightkube.Client(config=KubeConfig.from_file(api.write_kubeconfig(root / "kc")))
-    plugin = Plugin(PluginConfig(node=NODE, cdi_dir=cdi_dir, state_dir=root / "state",
-                                 plugin_dir=root / "p", registry_dir=root / "r",
-                                 sysfs=root / "sys"), sources.walk, client)
-    plugin.start()
+    kubeconfig = api.write_kubeconfig(root / "kc")
+    if os.geteuid() == 0:
+        # The node agent as it runs: its loop on the kernel's uevents, the plugin embedded, so
+        # prepare takes its inventory the way a node's does (docs/plugin.md, "How fresh a
+        # prepare's inventory is").
+        from liken_devices.agent.cli import assemble
+        from liken_devices.cli import build_parser
+
+        api.add_node(NODE)
+        api.add_machine(NODE, {})
+        built = assemble(build_parser().parse_args([
+            "run", "--node", NODE, "--sysfs", str(root / "sys"), "--facts", str(root / "facts"),
+            "--modules-dir", str(root / "mods"), "--hwdata-dir", str(root / "hw"),
+            "--kubeconfig", str(kubeconfig), "--console", str(root / "console"),
+            "--cdi-dir", str(cdi_dir), "--state-dir", str(root / "state"),
+            "--plugin-dir", str(root / "p"), "--registry-dir", str(root / "r")]))
+        thread = threading.Thread(target=built.agent.run, daemon=True)
+        thread.start()
+        assert built.agent.ready.wait(30)
+        plugin = built.agent.plugin
+
+        def close() -> None:
+            built.agent.request_stop()
+            thread.join(10)
+            built.close()
+    else:  # no uevent socket without root: the plugin alone, walking at every prepare
+        client = lightkube.Client(config=KubeConfig.from_file(kubeconfig))
+        plugin = Plugin(PluginConfig(node=NODE, cdi_dir=cdi_dir, state_dir=root / "state",
+                                     plugin_dir=root / "p", registry_dir=root / "r",
+                                     sysfs=root / "sys"), sources.walk, client)
+        plugin.start()
+
+        def close() -> None:
+            plugin.stop()
+            client.close()
+
     kubelet = TestKubelet(plugin.config.registration_socket)
     kubelet.register()
     try:
         yield api, kubelet, plugin
     finally:
         kubelet.close()
-        plugin.stop()
-        client.close()
+        close()
         api.stop()
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(cdi_dir, ignore_errors=True)

@@ -41,6 +41,7 @@ from .. import DRIVER
 from ..errors import InputError
 from ..files import write_atomic
 from ..inventory import Inventory, MachineSpec, Sources, build_inventory
+from ..inventory.sources import FactsStamp, facts_stamp
 from ..machine.conditions import spec_condition
 from .metrics import AgentMetrics
 from .uevent import MAX_WAIT, QUIET, Debouncer, UeventSocket, wakes_walk
@@ -195,6 +196,11 @@ class Agent:
         self._offline_devices: list[dict[str, Any]] | None = None
         self._offline_status: dict[str, Any] | None = None
         self.inventory: Inventory | None = None
+        # The last walk with what it was taken under (uevents seen, the facts, the spec), so the
+        # plugin's prepare can reuse it while nothing it depends on has changed.
+        self._last_walk: tuple[Inventory, int, FactsStamp, MachineSpec] | None = None
+        self._uevents_seen = 0
+        self._uevent_fd: int | None = None
         self._walked_spec: MachineSpec | None = None
         self._file_spec = MachineSpec()  # the last good spec of --machine FILE
         self._file_spec_error: str | None = None
@@ -296,8 +302,34 @@ class Agent:
         return self._file_spec_error
 
     def fresh_walk(self) -> Inventory:
-        """A new walk for the plugin's prepare (thread-safe: a new snapshot each time)."""
-        return self.config.sources.walk(self.machine_spec())
+        """An inventory as fresh as a new walk, for the plugin's prepare (any thread).
+
+        The last walk is reused when, since its snapshot was taken, no uevent arrived (none was
+        read, and none waits unread on the socket), init's facts are the same files with the
+        same contents' size and time, and the Machine's spec is the same: the kernel sends a
+        uevent whenever a device arrives, leaves or changes its driver, which is all a walk
+        reads that can change, so a new walk would find what the last one found. The storage
+        recheck is done on that inventory either way. Otherwise (or without a uevent socket) it
+        walks again, with a new snapshot."""
+        spec = self.machine_spec()
+        last = self._last_walk
+        if last is not None and self._uevent_fd is not None:
+            inv, seen, stamp, walked_spec = last
+            if seen == self._uevents_seen and not self._uevent_pending() \
+                    and walked_spec == spec \
+                    and facts_stamp(self.config.sources.facts) == stamp:
+                return inv
+        return self.config.sources.walk(spec)
+
+    def _uevent_pending(self) -> bool:
+        fd = self._uevent_fd
+        if fd is None:
+            return True
+        try:
+            ready, _, _ = select.select([fd], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(ready)
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -307,6 +339,7 @@ class Agent:
         except OSError as exc:
             log.error("cannot open the kernel's uevent socket: %s", exc)
             return 1
+        self._uevent_fd = uevents.fileno()  # before the first snapshot: no uevent is missed
         try:
             if self.reporter is not None:
                 self.reporter.refresh()
@@ -360,6 +393,7 @@ class Agent:
         now = self._pass_started = time.monotonic()
         if uevents.fileno() in ready:
             for event in uevents.drain():
+                self._uevents_seen += 1
                 self.metrics.uevents.inc()
                 if wakes_walk(event):
                     self._debounce.wake(now)
@@ -400,6 +434,7 @@ class Agent:
         spec = self.machine_spec()
         self._walked_spec = spec
         started = time.perf_counter()
+        seen, stamp = self._uevents_seen, facts_stamp(self.config.sources.facts)
         try:
             sources = self.config.sources
             snapshot = sources.snapshot()
@@ -416,6 +451,7 @@ class Agent:
         self.metrics.walks.labels(reason=reason).inc()
         self.walks += 1
         self.inventory = inv
+        self._last_walk = (inv, seen, stamp, spec)
         self._cap(inv)
         devices = devices_json(inv)
         if self.publisher is not None:
@@ -527,6 +563,7 @@ class Agent:
                 self.machine_side.close()
             except Exception:
                 log.exception("closing the machine side")
+        self._uevent_fd = None  # its number may be reused once closed: prepare walks again
         uevents.close()
         with self._pipe_lock:
             os.close(self._wake_r)

@@ -44,6 +44,38 @@ def read_facts(root: Path) -> Facts:
         return Facts(None, f"cannot read facts under {root}: {exc}")
 
 
+FactsStamp = tuple[tuple[str, int, int, int, int] | tuple[str, str], ...]
+
+
+def facts_stamp(root: Path, limit: int = 256) -> FactsStamp:
+    """What changes when init's facts change: inode, mode, size and mtime of the root, of
+    ``storage/``, and of each role's directory and ``device`` file (links followed and not), or
+    the error met. Two equal stamps mean the facts read the same, so a walk taken under the
+    first still holds (the kubelet plugin reuses it instead of walking again)."""
+    out: list[tuple[str, int, int, int, int] | tuple[str, str]] = []
+
+    def note(path: Path, follow: bool = True) -> None:
+        try:
+            st = os.stat(path, follow_symlinks=follow)
+        except OSError as exc:
+            out.append((str(path), exc.strerror or str(exc)))
+            return
+        out.append((str(path), st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns))
+
+    storage = root / "storage"
+    for path in (root, storage):
+        note(path)
+    try:
+        roles = sorted(os.listdir(storage))[:limit]
+    except OSError:
+        roles = []
+    for role in roles:
+        for path in (storage / role, storage / role / "device"):
+            note(path, follow=False)
+            note(path)
+    return tuple(out)
+
+
 def default_modules_dir() -> Path:
     return Path("/lib/modules") / os.uname().release
 

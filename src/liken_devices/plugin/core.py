@@ -178,6 +178,8 @@ class Plugin:
         self._stopping = threading.Event()
         self.registration: tuple[bool, str] | None = None  # last NotifyRegistrationStatus
         self._loaded = False
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -230,6 +232,10 @@ class Plugin:
         if self._servers is not None:
             self._servers.stop()
             self._servers = None
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             self._state.release()
             self._loaded = False
@@ -342,17 +348,23 @@ class Plugin:
 
         if not claims:
             return []
-        pool = ThreadPoolExecutor(max_workers=min(FETCH_WORKERS, len(claims)),
-                                  thread_name_prefix="claim-get")
-        try:
-            futures = [pool.submit(one, c) for c in claims]
-            wait(futures, timeout=self.config.fetch_budget)
-            return [f.result() if f.done() else
-                    f"reading ResourceClaim {c.namespace}/{c.name}: no answer from the API "
-                    f"within {self.config.fetch_budget:g} s"
-                    for c, f in zip(claims, futures, strict=True)]
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+        pool = self._fetch_pool()  # kept between calls: no thread is started per call
+        futures = [pool.submit(one, c) for c in claims]
+        wait(futures, timeout=self.config.fetch_budget)
+        for f in futures:
+            f.cancel()  # a GET still queued past the budget is not made at all
+        return [f.result() if f.done() and not f.cancelled() else
+                f"reading ResourceClaim {c.namespace}/{c.name}: no answer from the API "
+                f"within {self.config.fetch_budget:g} s"
+                for c, f in zip(claims, futures, strict=True)]
+
+    def _fetch_pool(self) -> ThreadPoolExecutor:
+        """The threads that read a call's claims concurrently, kept between calls."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=FETCH_WORKERS,
+                                                thread_name_prefix="claim-get")
+            return self._pool
 
     def _write_prepared(self, resolved: list[tuple[PreparedClaim, PreparedClaim | None,
                                                    dict[str, object]]],

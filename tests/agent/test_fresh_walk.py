@@ -1,0 +1,80 @@
+"""The plugin's prepare reuses the agent's last walk only while a new walk would find the same:
+no uevent since its snapshot (read or waiting unread), the same facts, the same Machine spec
+(docs/plugin.md, "How fresh a prepare's inventory is")."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.fakeapi import FakeApiServer
+
+from .node import FixtureNode, is_root, synthetic_uevent
+from .test_runner import start
+
+pytestmark = [pytest.mark.root, pytest.mark.skipif(not is_root(), reason="real uevents")]
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> FixtureNode:
+    return FixtureNode(tmp_path / "node")
+
+
+def reused_once(agent: Any, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        last = agent.inventory
+        if last is not None and agent.fresh_walk() is last:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_quiet_node_reuses_the_last_walk(api: FakeApiServer, node: FixtureNode,
+                                           tmp_path: Path) -> None:
+    run = start(api, node, tmp_path)
+    try:
+        agent = run.agent
+        first = agent.fresh_walk()
+        # Other uevents of this machine may arrive at any time (each makes prepare walk): wait
+        # for a quiet moment after a walk, in which prepare reuses it.
+        assert reused_once(agent)
+        assert [d.name for d in first.devices] == [d.name for d in agent.inventory.devices]
+    finally:
+        run.stop()
+
+
+def test_a_uevent_or_new_facts_make_prepare_walk_again(api: FakeApiServer, node: FixtureNode,
+                                                      tmp_path: Path) -> None:
+    run = start(api, node, tmp_path)
+    try:
+        agent = run.agent
+        assert reused_once(agent)
+        last = agent.inventory
+        # A uevent the loop has not read yet: the socket has data, so prepare walks itself.
+        name = node.plug_usb(3)
+        synthetic_uevent("add")
+        fresh = agent.fresh_walk()
+        assert fresh is not last
+        assert name in [d.name for d in fresh.devices]
+        # Once the loop has walked after it and the node is quiet again, reuse resumes.
+        run.api.wait_for(lambda: name in run.slice_names(), 10)
+        assert reused_once(agent)
+        quiet = agent.inventory
+        # New facts (init wrote a storage role): a new walk, not the old inventory.
+        role = node.facts / "storage" / "system"
+        role.mkdir()
+        (role / "device").write_text("sda1\n")
+        assert agent.fresh_walk() is not quiet
+    finally:
+        run.stop()
+
+
+def test_without_a_uevent_socket_prepare_always_walks(node: FixtureNode) -> None:
+    from liken_devices.agent.runner import Agent, AgentConfig
+
+    agent = Agent(AgentConfig(node="n", sources=node.sources()))
+    assert agent.fresh_walk() is not agent.fresh_walk()
