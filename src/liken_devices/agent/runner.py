@@ -406,8 +406,8 @@ class Agent:
                     pass
             while self._reasons:
                 reason = self._reasons.popleft()
-                publish_now |= reason is Wake.SLICE
-                report_now |= reason is Wake.REPORT
+                publish_now |= reason == Wake.SLICE
+                report_now |= reason == Wake.REPORT
                 walk_now |= reason in _WALKS
         if self._stopping:
             return
