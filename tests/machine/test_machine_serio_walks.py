@@ -38,12 +38,12 @@ def ptys() -> Iterator[list[tuple[int, int]]]:
 
 
 def plug(b: SysfsBuilder, dev_root: Path, ptys: list[tuple[int, int]], *, devnum: int,
-         tty: str) -> tuple[Dev, Dev]:
+         tty: str, serial: str = "P8-0001") -> tuple[Dev, Dev]:
     """The adapter arrives: USB device, CDC ACM interface, and its tty (a pty's numbers)."""
     master, slave = os.openpty()
     ptys.append((master, slave))
     rdev = os.fstat(slave).st_rdev
-    usb = b.usb_device("1-2", vendor="2548", product="1002", devnum=devnum, serial="P8-0001")
+    usb = b.usb_device("1-2", vendor="2548", product="1002", devnum=devnum, serial=serial)
     iface = b.usb_interface(usb, "1.0", driver="cdc_acm", cls=0x02)
     line = b.node(iface, "tty", tty, os.major(rdev), os.minor(rdev), subdir="tty")
     link = dev_root / tty
@@ -113,5 +113,42 @@ def test_attach_unplug_replug_and_remove(tmp_path: Path, ptys: list[tuple[int, i
         assert status["serio"] == []
         assert status["conditions"][1]["reason"] == "NoneDeclared"
         assert ops.holders[1].poll() is not None
+    finally:
+        side.close()
+
+
+LONG_SERIAL = "P8-" + "0123456789abcdef" * 5  # 83 bytes: the published attribute is cut at 64
+
+
+@pytest.mark.parametrize("written", ["full", "cut"])
+def test_one_rule_names_a_serial_line_even_with_a_serial_longer_than_64_bytes(
+        tmp_path: Path, ptys: list[tuple[int, int]], written: str) -> None:
+    """decisions, "One rule names a serial line": an entry whose serial is the adapter's full
+    serial (or the published, cut one) withholds the tty in the policy AND attaches the line on
+    the machine side; neither side may name an adapter the other does not."""
+    b = SysfsBuilder(tmp_path / "sys")
+    dev_root = tmp_path / "dev"
+    dev_root.mkdir()
+    sources = Sources(sysfs=b.root, facts=tmp_path / "facts", modules_dir=tmp_path / "modules",
+                      hwdata_dir=tmp_path)
+    ops = Recorder(fake_serio=True)
+    side = MachineSide(tmp_path / "modules", serio_opener=ops, dev_root=dev_root,
+                       sys_root=b.root, proc_root=tmp_path / "proc")
+    try:
+        usb, _ = plug(b, dev_root, ptys, devnum=5, tty="ttyACM0", serial=LONG_SERIAL)
+        inv = sources.walk(MachineSpec())
+        published = inv.by_name()["usb-1-2-1-0"].attributes["serial"]
+        assert published == LONG_SERIAL[:64]
+        serial = LONG_SERIAL if written == "full" else str(published)
+        spec = MachineSpec(serio=(SerioEntry("pulse8-cec", "2548", "1002", serial),))
+        inv = sources.walk(spec)
+        assert not [n for d in inv.devices for n in d.nodes if n.name == "ttyACM0"]
+        assert not [d for d in inv.devices if d.source.startswith(usb.path)]
+        status = side.apply(spec, sources.snapshot())
+        assert [(r["tty"], r["state"]) for r in status["serio"]] == [("ttyACM0", "Attached")]
+        # Another serial names neither: the tty publishes and no line is attached.
+        other = MachineSpec(serio=(SerioEntry("pulse8-cec", "2548", "1002", "P8-9999"),))
+        assert "usb-1-2-1-0" in sources.walk(other).by_name()
+        assert side.apply(other, sources.snapshot())["serio"][0]["state"] != "Attached"
     finally:
         side.close()

@@ -24,12 +24,23 @@ from .publish import NodePublisher
 USB_HUB_CLASS = "09"
 
 
-def serio_names(entry: SerioEntry, usb: SysDevice) -> bool:
-    """Whether a ``spec.serio`` entry names the USB device ``usb`` (seed "Serial-line adapters")."""
-    vendor, product = usb_ids(usb)
-    if (vendor, product) != (entry.vendor, entry.product):
+def serio_entry_matches(entry: SerioEntry, usb: SysDevice) -> bool:
+    """Whether a ``spec.serio`` entry names the USB device ``usb``: the one rule for both the
+    policy (which withholds the tty) and the machine side (which attaches the line).
+
+    decisions, "One rule names a serial line": vendor and product are equal and, when the entry
+    has a serial, it equals the device's full serial or the published (cut) ``serial``
+    attribute, so an operator may copy either into the entry.
+    """
+    if usb_ids(usb) != (entry.vendor, entry.product):
         return False
-    return entry.serial is None or clean_string(usb.attrs.get("serial")) == entry.serial
+    if entry.serial is None:
+        return True
+    raw = usb.attrs.get("serial")
+    if raw is None:
+        return False
+    full = raw.decode("utf-8", errors="replace").strip()
+    return entry.serial in (full, clean_string(raw))
 
 
 class SerialLines(NamedTuple):
@@ -44,7 +55,7 @@ def serial_lines(tree: HardwareTree, entries: Iterable[SerioEntry]) -> SerialLin
     if not entries:
         return SerialLines(frozenset(), frozenset())
     adapters = {hw.path for hw in tree.hardware.values()
-                if hw.kind == "usb-device" and any(serio_names(e, hw.dev) for e in entries)}
+                if hw.kind == "usb-device" and any(serio_entry_matches(e, hw.dev) for e in entries)}
     ttys = {n.node.name for hw in tree.hardware.values()
             if hw.kind == "usb-interface" and hw.dev.parent_path in adapters
             for n in hw.nodes

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..inventory.model import SerioEntry
+from ..inventory.usb import serio_entry_matches
 from ..sysfs.model import Snapshot, SysDevice
 
 log = logging.getLogger(__name__)
@@ -197,17 +198,6 @@ class Adapter:
     generation: tuple[str, ...]  # changes when the adapter is plugged in again
 
 
-def _hexid(dev: SysDevice, attr: str, index: int) -> str | None:
-    value = dev.attr(attr)
-    if value:
-        return value.lower().zfill(4)
-    # The uevent's PRODUCT=vendor/product/bcdDevice, in hex without leading zeros.
-    product = dev.props.get("PRODUCT", "").split("/")
-    if len(product) == 3 and product[index]:
-        return product[index].lower().zfill(4)
-    return None
-
-
 def find_adapters(entry: SerioEntry, snapshot: Snapshot, dev_root: Path) -> list[Adapter]:
     """Every ``ttyACM*`` under a USB interface whose USB device matches the entry's IDs."""
     found: list[Adapter] = []
@@ -222,10 +212,7 @@ def find_adapters(entry: SerioEntry, snapshot: Snapshot, dev_root: Path) -> list
                 break
         if usb is None:
             continue
-        if (_hexid(usb, "idVendor", 0), _hexid(usb, "idProduct", 1)) != (entry.vendor,
-                                                                          entry.product):
-            continue
-        if entry.serial is not None and usb.attr("serial") != entry.serial:
+        if not serio_entry_matches(entry, usb):
             continue
         node = dev.node
         devnode = str(dev_root / (node.name if node else dev.name))
