@@ -53,21 +53,19 @@ class Ledger:
         self.candidates.append(Candidate(hw, suffix, kind, nodes, attributes, shareable,
                                          left_out))
 
-    def add_unclaimed(self, hw: Hardware, published_as: str | None = None) -> None:
+    def kernel_modules(self, hw: Hardware) -> tuple[str | None, tuple[str, ...]]:
+        """The hardware's modalias and the modules on this machine that would drive it."""
+        modalias = self.attributes(hw).get("modalias")
+        modalias = modalias if isinstance(modalias, str) else None
+        return modalias, self.catalogs.candidates(modalias)
+
+    def add_unclaimed(self, hw: Hardware) -> None:
         """Hardware no driver drives, with the modules that could (seed, "Hardware that is not
         published")."""
         attrs = self.attributes(hw)
-        modalias = attrs.get("modalias")
-        modalias = modalias if isinstance(modalias, str) else None
-        candidates = self.catalogs.candidates(modalias)
+        modalias, candidates = self.kernel_modules(hw)
         label = f"{hw.bus} {hw.address}"
-        if published_as:
-            if not candidates:
-                return  # driven through libusb; nothing for the operator to do
-            message = (f"{label} has no kernel driver; it is published whole as {published_as} "
-                       f"for programs that use libusb. To drive it in the kernel instead, "
-                       f"declare {' or '.join(candidates)} in spec.modules")
-        elif candidates:
+        if candidates:
             message = (f"{label} has no driver bound; declare {' or '.join(candidates)} in "
                        f"spec.modules and it appears in the slice at the next walk")
         elif modalias:

@@ -8,10 +8,13 @@ walk may reuse from the last (:class:`~.attributes.AttributeMemo`).
 from __future__ import annotations
 
 import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..files import FileTooLarge, read_bounded
 from ..sysfs.model import Snapshot
 from ..sysfs.reader import read_sysfs
 from ..sysfs.umockdev import load_recording
@@ -21,27 +24,65 @@ from .context import Context
 from .model import Facts, Inventory, MachineSpec
 from .policy import build_inventory
 
+# A role's ``device`` file holds a kernel block device name: at most 31 characters (the
+# kernel's DISK_NAME_LEN is 32 with the NUL), no ``/``, no space ("nvme0n1p3", "mmcblk0p2",
+# "dm-0", "cciss!c0d0p1"); "/dev/" written in front is tolerated.
+PARTITION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.!+:-]{0,30}")  # fullmatch
+MAX_FACT_BYTES = 64
+MAX_ROLES = 1024
+
+
+class FactsUnreadable(Exception):
+    """The facts tree is not one the policy can trust; the message says why."""
+
 
 def read_facts(root: Path) -> Facts:
-    """Storage roles from init's facts tree; unreadable facts mean no disk is offered."""
-    storage = root / "storage"
+    """Storage roles from init's facts tree; unreadable facts mean no disk is offered.
+
+    decisions, "Facts fail closed": readable only when ``storage/`` is a directory that can be
+    listed, every entry in it is a directory whose ``device`` file reads as a non-empty kernel
+    partition name, and nothing on the way is a dangling or looping link. A facts root with no
+    ``storage/`` at all means "no roles".
+    """
     try:
-        if not root.is_dir():
-            return Facts(None, f"facts root {root} does not exist")
-        if not storage.exists():
-            return Facts(frozenset())
-        parts: set[str] = set()
-        for role in sorted(os.listdir(storage)):
-            device = storage / role / "device"
-            if not device.exists() and not (storage / role).is_dir():
-                continue
-            value = device.read_text().strip()
-            if value:
-                # The kernel name of a partition ("nvme0n1p3"); tolerate "/dev/" written in front.
-                parts.add(value.removeprefix("/dev/"))
-        return Facts(frozenset(parts))
-    except (OSError, UnicodeDecodeError) as exc:
-        return Facts(None, f"cannot read facts under {root}: {exc}")
+        return Facts(_storage_roles(root))
+    except FactsUnreadable as exc:
+        return Facts(None, str(exc))
+
+
+def _storage_roles(root: Path) -> frozenset[str]:
+    if not root.is_dir():
+        raise FactsUnreadable(f"facts root {root} does not exist")
+    storage = root / "storage"
+    if not os.path.lexists(storage):
+        return frozenset()
+    try:
+        st = os.stat(storage)
+        if not stat.S_ISDIR(st.st_mode):
+            raise FactsUnreadable(f"{storage} is not a directory")
+        roles = sorted(os.listdir(storage))
+    except OSError as exc:
+        raise FactsUnreadable(f"cannot read {storage}: {exc.strerror or exc}") from None
+    if len(roles) > MAX_ROLES:
+        raise FactsUnreadable(f"{storage} holds more than {MAX_ROLES} roles")
+    return frozenset(_role_partition(storage / role) for role in roles)
+
+
+def _role_partition(role: Path) -> str:
+    """The partition ``<role>/device`` names, or :class:`FactsUnreadable`."""
+    try:
+        if not stat.S_ISDIR(os.stat(role).st_mode):
+            raise FactsUnreadable(f"storage role {role} is not a directory")
+        raw = read_bounded(role / "device", MAX_FACT_BYTES, follow_symlinks=True)
+    except FileTooLarge:
+        raise FactsUnreadable(f"{role}/device is longer than a partition name") from None
+    except OSError as exc:
+        raise FactsUnreadable(f"cannot read {role}/device: {exc.strerror or exc}") from None
+    value = raw.decode("ascii", errors="replace").strip().removeprefix("/dev/")
+    if not PARTITION_NAME.fullmatch(value):
+        what = "is empty" if not value else f"holds {value[:40]!r}, not a partition name"
+        raise FactsUnreadable(f"{role}/device {what}")
+    return value
 
 
 FactsStamp = tuple[tuple[str, int, int, int, int] | tuple[str, str], ...]

@@ -17,9 +17,18 @@ from ..sysfs.model import DevNode, SysDevice
 from .attributes import clean_string, usb_device_class, usb_ids, usb_interface_class
 from .bluetooth import bluetooth_nodes, legacy_event_devices
 from .hardware import Hardware, HardwareTree
-from .model import BUS_STRUCTURE, FOLDED, HELD_BY_PROGRAM, NO_DRIVER, NO_NODE, SerioEntry
+from .model import (
+    BUS_STRUCTURE,
+    FOLDED,
+    HELD_BY_PROGRAM,
+    NO_DRIVER,
+    NO_NODE,
+    ONLY_RESERVED,
+    SerioEntry,
+)
 from .names import device_name
 from .publish import NodePublisher
+from .reserved import backing
 
 USB_HUB_CLASS = "09"
 
@@ -82,8 +91,10 @@ class UsbRules:
         if not any(i.dev.driver for i in ifaces):
             self._whole(hw, ifaces)
             return
-        usbfs = hw.dev.node
-        adapter = hw.path in self.serial.adapters
+        # No usbfs for a USB device the machine depends on (decisions, "Which hardware is
+        # considered"): usbfs has no interface boundary, so through a sibling's claim a pod
+        # could detach usb-storage from the system disk or reset the device under the console.
+        usbfs = None if self.machine_depends(hw, ifaces) else hw.dev.node
         radio = next((i for i in ifaces if i.dev.driver == "btusb" and i.hci), None)
         for i in ifaces:
             if radio is not None and i is not radio and i.dev.driver == "btusb":
@@ -93,7 +104,7 @@ class UsbRules:
                 self._bluetooth(i, usbfs, {hw.path, *(x.path for x in ifaces
                                                       if x.dev.driver == "btusb")})
             else:
-                self._interface(i, usbfs, adapter)
+                self._interface(i, usbfs)
 
     def _bus_structure(self, hw: Hardware, ifaces: list[Hardware]) -> bool:
         """Hubs and root hubs are what peripherals attach to (decisions "Which hardware is
@@ -108,36 +119,71 @@ class UsbRules:
             self.ledger.outcome(i, BUS_STRUCTURE, f"interface of {what}")
         return True
 
+    def machine_depends(self, hw: Hardware, ifaces: list[Hardware]) -> str | None:
+        """Why the machine depends on the USB device ``hw`` (its usbfs node is then delivered
+        by no claim), or None: an interface holds a partition backing a storage role (any block
+        device while the facts are unreadable) or the console, or a ``spec.serio`` entry names
+        it (seed, "Serial-line adapters")."""
+        if hw.path in self.serial.adapters:
+            return "a spec.serio entry names it"
+        roles = self.publisher.roles
+        for i in ifaces:
+            blocks = [n for n in i.nodes if n.node and n.node.type == "b"]
+            if blocks and (roles is None or backing(blocks, roles)):
+                return f"{i.address} holds the machine's disk"
+            if any(n.node and n.node.name in self.publisher.console for n in i.nodes):
+                return f"{i.address} holds the console"
+        return None
+
     def _whole(self, hw: Hardware, ifaces: list[Hardware]) -> None:
         """seed "USB devices with no kernel driver": published whole, usbfs only, exclusive."""
         name = device_name("usb", hw.address)
         usbfs = hw.dev.node
+        if hw.path in self.serial.adapters:
+            # seed "Serial-line adapters": the adapter's usbfs node is never delivered, also
+            # before its driver binds; its interfaces wait for their driver.
+            self.ledger.outcome(hw, ONLY_RESERVED, "a serial-line adapter that spec.serio "
+                                "names: its usbfs node is never delivered")
+            for i in ifaces:
+                self.ledger.outcome(i, NO_DRIVER)
+                self.ledger.add_unclaimed(i)
+            return
         if usbfs is None:
             self.ledger.outcome(hw, NO_NODE, "no driver on any interface, and no usbfs node")
         else:
             attrs = self.ledger.attributes(hw)
             self.ledger.candidate(hw, "", "usb-whole", (usbfs,), attrs, False)
             self.ledger.outcome(hw, None, "no driver on any interface: published whole for "
-                                "libusb", [name])
+                                "libusb" + self._kernel_instead(ifaces), [name])
+        # decisions, "Unclaimed means unpublished": a device published whole is neither in the
+        # Machine's unclaimed list nor in the report's commented modules.
         for i in ifaces:
-            self.ledger.outcome(i, FOLDED, f"interface of {name}, published whole")
-            self.ledger.add_unclaimed(i, published_as=name)
+            self.ledger.outcome(i, FOLDED, f"interface of {name}, published whole"
+                                + self._kernel_instead([i]))
 
-    def _interface(self, hw: Hardware, usbfs: DevNode | None, adapter: bool) -> None:
-        """One interface of a device with a driver on some interface."""
+    def _kernel_instead(self, ifaces: list[Hardware]) -> str:
+        """What ``explain`` says of the modules that would drive a whole device in the kernel."""
+        modules = sorted({m for i in ifaces for m in self.ledger.kernel_modules(i)[1]})
+        if not modules:
+            return ""
+        return (f"; in the kernel {' or '.join(modules)} would drive it instead (declaring one "
+                f"replaces the whole device with its driven interface, and ends libusb use)")
+
+    def _interface(self, hw: Hardware, usbfs: DevNode | None) -> None:
+        """One interface of a device with a driver on some interface (``usbfs`` is None when
+        the machine depends on the device)."""
         if not hw.dev.driver:
             self.ledger.outcome(hw, NO_DRIVER)
             self.ledger.add_unclaimed(hw)
         elif hw.dev.driver == "usbfs":
             # A libusb program detached the kernel driver and holds the interface (seed "USB
-            # devices"): it leaves the slice, but its claim keeps the usbfs node.
+            # devices"): it leaves the slice, but its claim keeps the usbfs node (unless the
+            # machine depends on the device: then the claim's node is absent).
             self.ledger.outcome(hw, HELD_BY_PROGRAM, "a program holds it through usbfs")
             if usbfs is not None:
                 self.ledger.held[device_name("usb", hw.address)] = (usbfs,)
         else:
-            # seed "Serial-line adapters": an attached line's adapter delivers no usbfs node.
-            self.publisher.nodes(hw, usbfs=None if adapter else usbfs,
-                                 serio_ttys=self.serial.ttys)
+            self.publisher.nodes(hw, usbfs=usbfs, serio_ttys=self.serial.ttys)
 
     def _bluetooth(self, hw: Hardware, usbfs: DevNode | None, adapter: set[str]) -> None:
         """seed "Bluetooth adapters": usbfs, uinput, the legacy event nodes, uhid if declared;
