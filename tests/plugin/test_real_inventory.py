@@ -137,11 +137,13 @@ def test_bare_name_then_serio_entry(api: FakeApiServer, make_plugin: Any,
 
 
 def test_bluetooth_claim_states_only_numbers_no_other_device_holds(
-        api: FakeApiServer, make_plugin: Any, fm: FixtureMachine) -> None:
+        api: FakeApiServer, make_plugin: Any, fm: FixtureMachine,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """decisions.md, "Bluetooth event numbers stay exclusive to their owners": the sound card's
     jacks and, once attached, the CEC remote hold event numbers of their own; the Bluetooth
     claim's spec leaves them out, each reconcile pass writes the current set, and ``claims``
     says which numbers and whose they are."""
+    from liken_devices.cli import main
     from liken_devices.plugin.cli import claims_view
 
     plugin = make_plugin(walk=fm.walk, sysfs=fm.sources.sysfs)
@@ -162,6 +164,13 @@ def test_bluetooth_claim_states_only_numbers_no_other_device_holds(
     jacks = {84, 85}  # the sound card's two jack inputs, event20 and event21
     assert minors() == set(range(64, 96)) - jacks
     assert left_out() == [(84, "pci 0000:00:1f.3"), (85, "pci 0000:00:1f.3")]
+    root = fm.sources.sysfs.parent
+    assert main(["claims", "--state-dir", str(plugin.config.state_dir), "--sysfs",
+                 str(fm.sources.sysfs), "--facts", str(root / "facts"), "--modules-dir",
+                 str(root / "mods"), "--hwdata-dir", str(root / "hw")]) == 0
+    text = capsys.readouterr().out
+    assert "left out: 13:84 is /dev/input/event20, the node of pci 0000:00:1f.3" in text
+    assert "left out: 13:85 is /dev/input/event21, the node of pci 0000:00:1f.3" in text
     fm.attach_serio()  # the CEC adapter's remote registers event30 (13:94)
     assert plugin.reconcile(fm.walk()) == [uid]
     assert minors() == set(range(64, 96)) - jacks - {94}
