@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("cel_expr_python")
 
-from liken_devices.match.allocate import Evaluator, evaluate_claim  # noqa: E402
-from liken_devices.match.cel import environment  # noqa: E402
-from liken_devices.match.model import (  # noqa: E402
+from liken_devices.match.allocate import Evaluator, evaluate_claim
+from liken_devices.match.cel import environment
+from liken_devices.match.model import (
     Claim,
     Constraint,
     Device,
