@@ -1,4 +1,4 @@
-"""``liken-devices machine apply``: the offline path of issue 6, item 3, through the real parser."""
+"""``liken-devices machine apply``: the machine side offline, through the real parser."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""End to end: declaring a module publishes the hardware it drives on the next walk (issue 6).
+"""End to end: declaring a module publishes the hardware it drives on the next walk.
 
 A sysfs tree on disk holds a PCI audio controller with no driver: the walk lists it as unclaimed,
 naming the module that could drive it. The Machine declares that module; the loader double does

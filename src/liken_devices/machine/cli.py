@@ -1,6 +1,6 @@
 """``liken-devices machine apply``: apply a Machine spec's modules and serial lines once, offline.
 
-Issue 6, item 3: the machine side works with and without a cluster. ``liken-devices run`` applies
+The machine side works with and without a cluster (docs/machine.md). ``liken-devices run`` applies
 the Machine object after each walk; this command applies a ``--machine FILE`` once and prints the
 status fragment the agent would merge into the Machine's status. Because a serio attachment
 lasts only while a process holds the line (see :mod:`.holder`), the command stays in the

@@ -266,7 +266,7 @@ class SerioManager:
         entries = tuple(dict.fromkeys(entries))
         with self._lock:
             if entries != self._entries:
-                # A spec change is a reason to try again (issue 6): forget remembered failures.
+                # A spec change is a reason to try again (docs/machine.md): forget old failures.
                 for key, old in list(self._lines.items()):
                     if old.fd is None:
                         del self._lines[key]

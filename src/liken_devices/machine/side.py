@@ -1,6 +1,6 @@
 """The one object the node agent embeds for the Machine's own work: modules and serial lines.
 
-Issue 6: ``liken-devices run`` applies the Machine object's spec after every walk (a walk follows
+``liken-devices run`` applies the Machine object's spec after every walk (a walk follows
 every relevant uevent, so a replug and a spec change arrive through the same path), and an
 offline ``--machine FILE`` run applies the file's spec. :meth:`MachineSide.apply` returns the
 status fragment the agent merges into the Machine's status::
@@ -34,7 +34,7 @@ SERIO_ATTACHED = "SerioAttached"
 
 
 def modules_condition(rows: list[ModuleStatus]) -> dict[str, str]:
-    """True when every declared module is Loaded or Builtin (issue 6)."""
+    """True when every declared module is Loaded or Builtin (docs/machine.md, "Modules")."""
     declared = [r for r in rows if r.declared]
     if not declared:
         return condition(MODULES_LOADED, True, "NoneDeclared", "spec.modules declares no module")

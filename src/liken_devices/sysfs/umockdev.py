@@ -336,7 +336,8 @@ def materialize(text: str, root: Path, origin: str = "recording") -> None:
             target.write_bytes(value + b"\n")
         sub = dev.subsystem
         if sub:
-            # A device named like its parent's "gpio" directory is the class side (SOURCES.md).
+            # The kernel names a gpiochip's class device like the bus device it sits under; the
+            # one inside a "gpio" directory is the class side.
             is_bus = sub in BUS_SUBSYSTEMS and not (sub == "gpio" and d.parent.name == "gpio")
             kind_dir = root / ("bus" if is_bus else "class") / sub
             _link(d / "subsystem", kind_dir)
