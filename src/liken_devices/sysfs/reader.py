@@ -116,7 +116,14 @@ class _Walk:
         return sorted(names)
 
     def read(self, rel: str) -> bytes | None:
-        """A regular file's bytes (at most :data:`MAX_ATTR`), or None with the problem noted."""
+        """A regular file's bytes (at most :data:`MAX_ATTR`), or None with the problem noted.
+
+        Three syscalls on the common path (open, one read, close): a sysfs attribute is produced
+        whole by its first read, and one read of ``MAX_ATTR + 1`` bytes tells a file that is too
+        large. Whatever is not a regular file cannot block (``O_NONBLOCK``) nor fill memory (the
+        read is bounded); only an answer out of the ordinary (nothing, too much, an error) is
+        looked at with ``fstat`` to say what the file is.
+        """
         try:
             fd = os.open(self.root + rel, _READ_FLAGS)
         except FileNotFoundError:
@@ -126,23 +133,33 @@ class _Walk:
                 self.problem(f"cannot read {rel}: {exc.strerror}")
             return None
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                self.problem(f"{rel} is not a regular file; not read")
+            try:
+                data = os.read(fd, MAX_ATTR + 1)
+            except OSError as exc:
+                if not self._regular(fd, rel) or exc.errno in (errno.ENOENT, errno.ENODEV):
+                    return None
+                self.problem(f"cannot read {rel}: {exc.strerror}")
                 return None
-            # One read: a regular file's read returns less than asked only at its end, and a
-            # sysfs attribute is produced whole by its first read.
-            data = os.read(fd, MAX_ATTR + 1) if st.st_size <= MAX_ATTR else b""
-            if st.st_size > MAX_ATTR or len(data) > MAX_ATTR:
+            if data and len(data) <= MAX_ATTR:
+                return data
+            if not self._regular(fd, rel):
+                return None
+            if len(data) > MAX_ATTR:
                 self.problem(f"{rel} is larger than {MAX_ATTR} bytes; not read")
                 return None
             return data
-        except OSError as exc:
-            if exc.errno not in (errno.ENOENT, errno.ENODEV):
-                self.problem(f"cannot read {rel}: {exc.strerror}")
-            return None
         finally:
             os.close(fd)
+
+    def _regular(self, fd: int, rel: str) -> bool:
+        """Whether ``fd`` is a regular file; a problem is noted when it is not."""
+        try:
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        except OSError:
+            regular = False
+        if not regular:
+            self.problem(f"{rel} is not a regular file; not read")
+        return regular
 
     def link_name(self, rel: str) -> str | None:
         try:
