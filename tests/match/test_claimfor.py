@@ -93,6 +93,16 @@ def test_claim_for_every_device_selects_it(path: Path, tmp_path: Path) -> None:
     for device in devices:
         objects, by_address = claim_for(slice_obj, device["name"])
         assert chosen_by_match(objects, slice_obj) == [device["name"]], device["name"]
+        selectors = " ".join(sel["cel"]["expression"] for o in objects[:2]
+                             for sel in (o["spec"].get("selectors") or o["spec"].get(
+                                 "spec", {}).get("devices", {}).get("requests", [{}])[0].get(
+                                 "exactly", {}).get("selectors") or []))
+        assert device["name"] not in selectors and "/dev/" not in selectors
+        bus = device["attributes"]["bus"]["string"]
+        if bus in ("usb", "pci") and not by_address:
+            # Never the slot or port: the unit's own identity (a USB interface keeps only the
+            # part of its address after the port path).
+            assert '.address ==' not in selectors, selectors
         port = usb_port(device)
         if port is None or by_address:
             continue
