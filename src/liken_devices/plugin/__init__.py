@@ -19,7 +19,7 @@ Contract for the node agent (``liken-devices run``) that embeds the plugin::
                                  registry_dir=..., sysfs=sources.sysfs),
                     walk=lambda: sources.walk(machine),   # a FRESH walk, called under the lock
                     kube_client=lightkube.Client(...))     # .get(ResourceClaim, name, namespace=)
-    plugin.start()          # loads the state, serves dra.sock, then the registration socket
+    plugin.start()          # locks and loads the state, serves dra.sock, then registration
     ...
     inv = sources.walk(machine)
     publish(inv)            # the agent's slice
@@ -37,6 +37,11 @@ Contract for the node agent (``liken-devices run``) that embeds the plugin::
   looked up or written to ``drivers_probe`` on this machine.
 * The state (``state_dir``, default /var/lib/liken-devices/plugin) must be on persistent
   storage; the CDI dir (default /var/run/cdi) is a tmpfs and is rebuilt by ``reconcile``.
+* ``start()`` raises :class:`~.state.StateBusy` when another instance holds the state's lock and
+  :class:`~.server.SocketError` when a socket path is taken by a live process or unusable: both
+  are ``InputError`` (exit 2, one line). ``stop()`` releases the lock; it is safe after a failed
+  ``start()`` and removes only sockets this instance bound.
+* ``PluginConfig(pod_uid=...)`` is the seamless-upgrade mode (docs/plugin.md, "Upgrades").
 """
 
 from __future__ import annotations
