@@ -31,7 +31,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -571,8 +571,3 @@ def _by_name(inv: Inventory) -> dict[str, Any]:
 def _deliveries(claim: PreparedClaim) -> list[Delivery]:
     return [Delivery(n, tuple(claim.nodes.get(n, ())), claim.present.get(n, False))
             for n in claim.device_names()]
-
-
-def claim_refs(items: Iterable[tuple[str, str, str]]) -> list[ClaimRef]:
-    """(namespace, uid, name) triples as claim references."""
-    return [ClaimRef(ns, uid, name) for ns, uid, name in items]
