@@ -355,3 +355,16 @@ def test_a_node_without_devices_and_an_unknown_node(tmp_path: Path,
     assert main(["match", "-f", str(files), "--slices", str(sl), "--node", "n9"]) == 2
     assert "no ResourceSlice of node n9 among the slices read (nodes: n1)" in \
         capsys.readouterr().err
+
+
+def test_pod_naming_an_allocated_claim_is_asked_without_its_own_hold(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mine = claim([req("s", "serial", 'device.attributes["liken.sh"].serial == "B2"')],
+                 name="shared", allocated=[{"request": "s", "driver": "liken.sh", "pool": NODE,
+                                            "device": "usb-1-3-1-0"}])
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p2", "namespace": "default"},
+           "spec": {"resourceClaims": [{"name": "a", "resourceClaimName": "shared"}],
+                    "containers": [{"name": "c", "image": "x"}]}}
+    rc, out = run(tmp_path, mine, pod, capsys=capsys)
+    assert rc == 0
+    assert first_claim(out)["requests"][0]["devices"] == ["usb-1-3-1-0"]

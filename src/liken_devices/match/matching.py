@@ -3,7 +3,8 @@
 Inputs are the objects of the ``-f`` files (DeviceClasses, ResourceClaims,
 ResourceClaimTemplates, Pods) and a source of devices: the local walk, a file of ResourceSlices,
 or the cluster (its slices, classes, templates and allocated claims). A ResourceClaim that carries
-``status.allocation`` is an existing allocation (its devices are held), not a question. The
+``status.allocation`` is an existing allocation (its devices are held), not a question, unless a
+Pod names it (then it is asked again without its own hold). The
 answer is per node: a pod's claims are evaluated together, in order, as the scheduler allocates
 them for one node; a claim or template alone is evaluated by itself.
 """
@@ -62,7 +63,9 @@ class Question:
             for entry, claim_name, template in pod.entries:
                 if claim_name is not None:
                     key = (pod.namespace, claim_name)
-                    found = self.claims.get(key)
+                    # A claim that is allocated already is asked again: could it be now?
+                    found = self.claims.get(key) or next(
+                        (c for c in self.allocated if (c.namespace, c.name) == key), None)
                     if found is None:
                         raise InputError(f"Pod {pod.namespace}/{pod.name}: resource claim "
                                          f"{entry!r} names ResourceClaim {claim_name}, which is "
