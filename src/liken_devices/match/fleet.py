@@ -169,6 +169,7 @@ def build(snap: Snapshot, *, nodes: Sequence[str] = (), attributes: Sequence[str
             if not env.matches(program, data).matched:
                 continue
         rows.append(Row(d, held.get(d.key, []), d.node in stale))
+    rows.sort(key=lambda r: (r.device.node or "", r.device.driver, r.device.name))
     unclaimed = []
     problems: list[dict[str, str]] = []
     slice_nodes = {(s.get("spec") or {}).get("nodeName") for s in snap.slices
@@ -277,7 +278,11 @@ def to_text(fleet: Fleet, wide: bool = False) -> str:
         out += _table(prows
                       + [(p["node"], p["problem"], p["detail"]) for p in fleet.problems])
     held = sum(1 for r in fleet.rows if r.held_by)
-    out += ["", f"{len(fleet.rows)} devices on {fleet.nodes} nodes, {held} held by claims, "
-                f"{len(fleet.unclaimed)} pieces of unclaimed hardware, "
-                f"{len(fleet.problems)} node problems."]
+    def n(count: int, one: str, many: str) -> str:
+        return f"{count} {one if count == 1 else many}"
+
+    out += ["", f"{n(len(fleet.rows), 'device', 'devices')} on {n(fleet.nodes, 'node', 'nodes')}"
+                f", {held} held by claims, "
+                f"{n(len(fleet.unclaimed), 'piece', 'pieces')} of unclaimed hardware, "
+                f"{n(len(fleet.problems), 'node problem', 'node problems')}."]
     return "\n".join(out) + "\n"
