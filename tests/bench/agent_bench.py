@@ -109,6 +109,17 @@ def node_sized(root: Path, kubeconfig: Path) -> tuple[str, ...]:
     return extra
 
 
+def daemonset_env() -> dict[str, str]:
+    """The literal environment the DaemonSet gives the agent's container (PYTHONOPTIMIZE...)."""
+    ds = yaml.safe_load((REPO / "deploy/liken-devices/daemonset.yaml").read_text())
+    out: dict[str, str] = {}
+    for container in ds["spec"]["template"]["spec"]["containers"]:
+        if container["name"] == "liken-devices":
+            out.update({e["name"]: str(e["value"]) for e in container.get("env", [])
+                        if "value" in e})
+    return out
+
+
 def start_rig(root: Path | None = None, extra: tuple[str, ...] = (),
               sized: bool = False) -> Rig:
     root = root or Path(tempfile.mkdtemp(prefix="lkab-", dir="/tmp"))
@@ -129,6 +140,9 @@ def start_rig(root: Path | None = None, extra: tuple[str, ...] = (),
             "--state-dir", str(root / "state"), "--plugin-dir", str(root / "plugin"),
             "--registry-dir", str(root / "registry"), *extra]
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    if sized:  # as deployed
+        env.update(daemonset_env())
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     log = open(root / "agent.log", "wb")  # noqa: SIM115 - the child keeps it
     proc = subprocess.Popen(args, stdout=log, stderr=log, env=env)
     rig = Rig(root, api, node, proc, port)

@@ -56,8 +56,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help=f"seconds one render node's query may take (default {DEFAULT_TIMEOUT:g})")
 
 
+# Literal, not the docstring: the agent may run with PYTHONOPTIMIZE=2, which drops docstrings.
+DESCRIPTION = ("The media capabilities agent: what each GPU's VA-API driver decodes, encodes "
+               "and scales.")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="liken-media", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="liken-media", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="log libva's messages too")
     sub = parser.add_subparsers(dest="command", required=True)
     scan = sub.add_parser("scan", help="ask this machine's render nodes and print the slice")
