@@ -76,8 +76,9 @@ class StateDirError(InputError):
     """A state directory that cannot be made or locked (exit 2, one line)."""
 
 
-class StateLockTimeout(OSError):
-    """The other instance of an upgrade held the write lock too long."""
+class StateLockTimeout(OSError, InputError):
+    """The other instance of an upgrade held the write lock too long: in band for a call, one
+    line and exit 2 at start."""
 
 
 @dataclass(slots=True)
