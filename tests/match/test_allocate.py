@@ -368,3 +368,22 @@ def test_pod_naming_an_allocated_claim_is_asked_without_its_own_hold(
     rc, out = run(tmp_path, mine, pod, capsys=capsys)
     assert rc == 0
     assert first_claim(out)["requests"][0]["devices"] == ["usb-1-3-1-0"]
+
+
+def test_pod_claims_are_allocated_jointly(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The first claim would take the stick the second needs if it chose greedily."""
+    def template(name: str, *selectors: str) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [req("s", "serial", *selectors)]}}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"resourceClaims": [{"name": "a", "resourceClaimTemplateName": "any"},
+                                       {"name": "b", "resourceClaimTemplateName": "a1"}],
+                    "containers": [{"name": "c", "image": "x"}]}}
+    rc, out = run(tmp_path, template("any"),
+                  template("a1", 'device.attributes["liken.sh"].serial == "A1"'), pod,
+                  capsys=capsys)
+    assert rc == 0
+    claims = out["nodes"][0]["asked"][0]["claims"]
+    assert [c["requests"][0]["devices"] for c in claims] == [["usb-1-3-1-0"], ["usb-1-2-1-0"]]

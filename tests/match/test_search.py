@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("cel_expr_python")
 
-from liken_devices.match.allocate import Evaluator, evaluate_claim
+from liken_devices.match.allocate import Evaluator, evaluate_claim, evaluate_claims
 from liken_devices.match.cel import environment
 from liken_devices.match.model import (
     Claim,
@@ -48,7 +48,7 @@ def nodes(draw: Any) -> tuple[list[Device], dict[tuple[str, str, str], str]]:
 
 
 @st.composite
-def claims(draw: Any) -> Claim:
+def claims(draw: Any, name: str = "c") -> Claim:
     requests = []
     for r in range(draw(st.integers(1, 2))):
         subs = []
@@ -64,7 +64,7 @@ def claims(draw: Any) -> Claim:
         constraints.append(Constraint((), "liken.sh/card", None))
     if draw(st.booleans()):
         constraints.append(Constraint(("r0",), None, "liken.sh/color"))
-    return Claim("ResourceClaim", "default", "c", requests, constraints)
+    return Claim("ResourceClaim", "default", name, requests, constraints)
 
 
 def fits(sub: Subrequest, d: Device) -> bool:
@@ -146,3 +146,33 @@ def test_search_finds_an_allocation_exactly_when_one_exists(
     assert consistent(claim, picked)
     exclusive = [d.key for _, devs in picked for d in devs if not d.allow_multiple]
     assert len(exclusive) == len(set(exclusive))
+
+
+def brute_force_pod(pod: list[Claim], devices: list[Device],
+                    held: dict[tuple[str, str, str], str]) -> bool:
+    per_request = [[(i, sub.name, devs) for sub in r.alternatives
+                    for devs in options(sub, devices, held)]
+                   for i, claim in enumerate(pod) for r in claim.requests]
+    for choice in itertools.product(*per_request):
+        used = [d.key for _, _, devs in choice for d in devs if not d.allow_multiple]
+        if len(used) != len(set(used)):
+            continue
+        if all(consistent(claim, [(n, devs) for j, n, devs in choice if j == i])
+               for i, claim in enumerate(pod)):
+            return True
+    return False
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(node=nodes(), first=claims("a"), second=claims("b"))
+def test_a_pods_claims_are_allocated_exactly_when_they_fit_together(
+        node: tuple[list[Device], dict[tuple[str, str, str], str]], first: Claim,
+        second: Claim) -> None:
+    devices, held = node
+    results = evaluate_claims(Evaluator(environment(), CLASSES), [first, second], devices, held)
+    together = all(r.allocatable for r in results)
+    assert together == brute_force_pod([first, second], devices, held)
+    if together:
+        exclusive = [d.key for r in results for rr in r.requests for d in rr.devices
+                     if not d.allow_multiple]
+        assert len(exclusive) == len(set(exclusive))

@@ -128,43 +128,81 @@ class Evaluator:
 
 def evaluate_claims(evaluator: Evaluator, claims: Sequence[Claim], devices: Sequence[Device],
                     holders: dict[tuple[str, str, str], str]) -> list[ClaimResult]:
-    """Evaluate ``claims`` together (a pod's claims), in order, on ``devices``.
+    """Evaluate ``claims`` together (a pod's claims) on ``devices``.
 
-    ``holders`` maps each device that other claims hold (without admin access) to who holds it;
-    a device one of ``claims`` gets is then held for the claims after it.
+    ``holders`` maps each device that other claims hold (without admin access) to who holds it.
+    The scheduler allocates a pod's claims for a node in one search, so a device one claim takes
+    can be left to another when that is the only way both fit; the search here is the same.
+    When there is no joint allocation, each claim is explained in order, given what the claims
+    before it got.
     """
-    holders = dict(holders)
+    prepared = [_prepare(evaluator, claim, devices, holders) for claim in claims]
+    found, exhausted = _search([(claim, rr) for claim, rrs in prepared for rr in rrs])
+    if found is not None:
+        results = []
+        for (claim, rrs), (_, picks) in zip(prepared, _split(prepared, found), strict=True):
+            results.append(_allocated(claim, rrs, picks))
+        return results
+    held = dict(holders)
     results = []
     for claim in claims:
-        result = evaluate_claim(evaluator, claim, devices, holders)
+        result = evaluate_claim(evaluator, claim, devices, held)
         results.append(result)
         for rr in result.requests:
             for d in rr.devices:
                 if not d.allow_multiple:
-                    holders.setdefault(d.key, claim.label)
+                    held.setdefault(d.key, claim.label)
+    if all(r.allocatable for r in results):  # only when the joint search ran out of steps
+        last = results[-1]
+        last.allocatable = False
+        last.reason = (f"no joint allocation of the pod's claims found within "
+                       f"{MAX_SEARCH_STEPS} steps of the search" if exhausted else
+                       "the claims compete for the same devices")
     return results
+
+
+def _split(prepared: list[tuple[Claim, list[RequestResult]]],
+           found: list[tuple[str, list[Device]]]
+           ) -> list[tuple[Claim, list[tuple[str, list[Device]]]]]:
+    out, i = [], 0
+    for claim, rrs in prepared:
+        out.append((claim, found[i:i + len(rrs)]))
+        i += len(rrs)
+    return out
+
+
+def _prepare(evaluator: Evaluator, claim: Claim, devices: Sequence[Device],
+             holders: dict[tuple[str, str, str], str]) -> tuple[Claim, list[RequestResult]]:
+    return claim, [RequestResult(req, [_alternative(evaluator, sub, devices, holders)
+                                       for sub in req.alternatives])
+                   for req in claim.requests]
+
+
+def _warnings(requests: list[RequestResult]) -> list[str]:
+    return sorted({f"{r.selector} on {r.device.name}: {r.message}"
+                   for rr in requests for a in rr.alternatives for r in a.rejected if r.error})
+
+
+def _allocated(claim: Claim, requests: list[RequestResult],
+               picks: list[tuple[str, list[Device]]]) -> ClaimResult:
+    if not requests:
+        return ClaimResult(claim, True, "the claim requests no devices", requests, [])
+    for rr, (alt_name, chosen) in zip(requests, picks, strict=True):
+        rr.chosen = alt_name
+        rr.devices = chosen
+    return ClaimResult(claim, True, "allocatable: " + "; ".join(
+        f"{rr.chosen} gets {', '.join(d.name for d in rr.devices)}" for rr in requests),
+        requests, _warnings(requests))
 
 
 def evaluate_claim(evaluator: Evaluator, claim: Claim, devices: Sequence[Device],
                    holders: dict[tuple[str, str, str], str]) -> ClaimResult:
-    requests: list[RequestResult] = []
-    for req in claim.requests:
-        alts = [_alternative(evaluator, sub, devices, holders) for sub in req.alternatives]
-        requests.append(RequestResult(req, alts))
-    warnings = sorted({f"{r.selector} on {r.device.name}: {r.message}"
-                       for rr in requests for a in rr.alternatives for r in a.rejected
-                       if r.error})
-    if not claim.requests:
-        return ClaimResult(claim, True, "the claim requests no devices", requests, warnings)
-    found, exhausted = _search(claim, requests)
+    claim, requests = _prepare(evaluator, claim, devices, holders)
+    found, exhausted = _search([(claim, rr) for rr in requests])
     if found is not None:
-        for rr, (alt_name, chosen) in zip(requests, found, strict=True):
-            rr.chosen = alt_name
-            rr.devices = chosen
-        return ClaimResult(claim, True, "allocatable: " + "; ".join(
-            f"{rr.chosen} gets {', '.join(d.name for d in rr.devices)}" for rr in requests),
-            requests, warnings)
-    return ClaimResult(claim, False, _why_not(claim, requests, exhausted), requests, warnings)
+        return _allocated(claim, requests, found)
+    return ClaimResult(claim, False, _why_not(claim, requests, exhausted), requests,
+                       _warnings(requests))
 
 
 def _alternative(evaluator: Evaluator, sub: Subrequest, devices: Sequence[Device],
@@ -225,10 +263,13 @@ def _consistent(constraints: Sequence[Constraint],
     return True
 
 
-def _search(claim: Claim, requests: list[RequestResult]
+def _search(items: list[tuple[Claim, RequestResult]]
             ) -> tuple[list[tuple[str, list[Device]]] | None, bool]:
+    """Devices for every request of ``items`` (one claim's, or a pod's claims' in order), each
+    claim's constraints holding over its own requests; depth first, in device order."""
     steps = 0
     picked: list[tuple[str, list[Device]]] = []
+    owners: list[int] = []  # the claim (by id) of each pick
 
     def options(alt: Alternative, used: set[tuple[str, str, str]]) -> Iterable[list[Device]]:
         if alt.problem is not None:
@@ -246,18 +287,22 @@ def _search(claim: Claim, requests: list[RequestResult]
 
     def dfs(i: int, used: set[tuple[str, str, str]]) -> bool:
         nonlocal steps
-        if i == len(requests):
+        if i == len(items):
             return True
-        for alt in requests[i].alternatives:
+        claim, rr = items[i]
+        for alt in rr.alternatives:
             for devs in options(alt, used):
                 steps += 1
                 if steps > MAX_SEARCH_STEPS:
                     raise _Exhausted
                 picked.append((alt.sub.name, devs))
-                if _consistent(claim.constraints, picked) and \
-                        dfs(i + 1, used | {d.key for d in devs}):
+                owners.append(id(claim))
+                mine = [p for p, o in zip(picked, owners, strict=True) if o == id(claim)]
+                if _consistent(claim.constraints, mine) and \
+                        dfs(i + 1, used | {d.key for d in devs if not d.allow_multiple}):
                     return True
                 picked.pop()
+                owners.pop()
         return False
 
     try:

@@ -5,8 +5,8 @@ ResourceClaimTemplates, Pods) and a source of devices: the local walk, a file of
 or the cluster (its slices, classes, templates and allocated claims). A ResourceClaim that carries
 ``status.allocation`` is an existing allocation (its devices are held), not a question, unless a
 Pod names it (then it is asked again without its own hold). The
-answer is per node: a pod's claims are evaluated together, in order, as the scheduler allocates
-them for one node; a claim or template alone is evaluated by itself.
+answer is per node: a pod's claims are allocated in one search, as the scheduler allocates them
+for one node; a claim or template alone is evaluated by itself.
 """
 
 from __future__ import annotations
