@@ -71,6 +71,8 @@ CORRUPT: dict[str, bytes] = {
     "preparedAt nan": _with(["claims", UID, "preparedAt"], "NaN"),
     "device name not a label": _with(["claims", UID, "devices", 0, "name"], "Bad_Name"),
     "present a string": _with(["claims", UID, "present", "usb-1-3"], "yes"),
+    "escape sequence in a name": _with(["claims", UID, "name"], "c\x1b[2J"),
+    "line break in a namespace": _with(["claims", UID, "namespace"], "ns\nfake line"),
 }
 
 
@@ -258,3 +260,14 @@ def test_claims_on_a_directory_state_is_exit_2(node: Node) -> None:
     out = subprocess.run([*LIKEN, "claims", *node.common()], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_claims_names_a_rebuilt_claim(api: FakeApiServer, make_plugin, node: Node) -> None:
+    first, claims = _prepared(api, make_plugin, [["usb-1-3"]])
+    (first.config.state_dir / STATE_FILE).write_text("garbage")
+    p = make_plugin()
+    p.stop()
+    out = subprocess.run([*LIKEN, "claims", *node.common()[:10], "--state-dir",
+                          str(p.config.state_dir)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[1].split()[:3] == ["(rebuilt)", claims[0][1], "usb-1-3"]

@@ -158,7 +158,8 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
                 "leftOut": [x.to_json() for x in device.left_out] if device else [],
             })
         out.append({"uid": uid, "namespace": c.namespace, "name": c.name, "pool": c.pool,
-                    "devices": devices, "usbInterfaces": c.usb_interfaces})
+                    "devices": devices, "usbInterfaces": c.usb_interfaces,
+                    "rebuilt": c.rebuilt})
     return out
 
 
@@ -184,7 +185,9 @@ def run_claims(args: argparse.Namespace) -> int:
         for d in c["devices"]:
             nodes = (" ".join(f"{x['path']}({x['type']}{x['major']}:{x['minor']})"
                               for x in d["nodes"]) if d["nodes"] else "absent")
-            rows.append((f"{c['namespace']}/{c['name']}", c["uid"], d["name"], nodes))
+            # A claim rebuilt from its CDI spec has no name until the kubelet prepares it again.
+            claim = "(rebuilt)" if c["rebuilt"] else f"{c['namespace']}/{c['name']}"
+            rows.append((claim, c["uid"], d["name"], nodes))
             rows.extend(("", "", "", f"left out: {x['why']}") for x in d["leftOut"])
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:

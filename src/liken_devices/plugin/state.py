@@ -172,6 +172,10 @@ class PreparedClaim:
 def _str(v: Any, what: str) -> str:
     if type(v) is not str:
         raise StateError(f"{what} is not a string: {_short(v)}")
+    # Names of Kubernetes objects and requests: short and printable (they reach a terminal).
+    if len(v) > 253 or not v.isprintable():
+        raise StateError(f"{what} is not a printable name of at most 253 characters: "
+                         f"{_short(v)}")
     return v
 
 
