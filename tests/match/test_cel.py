@@ -209,3 +209,41 @@ def test_absent_domain_in_membership_stays_absent(env: Env) -> None:
     """A lookup of an absent domain is an empty map, yet `in` still says it is absent."""
     assert run(env, '!("x.example.com" in device.attributes) && '
                     'device.attributes["x.example.com"].size() == 0') == (True, None)
+
+
+LIBRARIES: list[tuple[str, dict[str, Any], bool]] = [
+    # The list library.
+    ("[1, 2, 3].isSorted() && ![2, 1].isSorted()", {}, True),
+    ('["a", "b"].isSorted()', {}, True),
+    ("[1, 2, 3].sum() == 6 && [].sum() == 0", {}, True),
+    ("[1.5, 2.5].sum() == 4.0", {}, True),
+    ("[3, 1, 2].min() == 1 && [3, 1, 2].max() == 3", {}, True),
+    ('[semver("1.0.0"), semver("1.0.0-rc.1")].min() == semver("1.0.0-rc.1")', {}, True),
+    ('[quantity("1Ki"), quantity("2k")].max() == quantity("2000")', {}, True),
+    # The regex library (RE2).
+    ("'1'.find('[0-9]*') == '1' && 'abc'.find('[0-9]+') == ''", {}, True),
+    ("'a1b22c333'.findAll('[0-9]+') == ['1', '22', '333']", {}, True),
+    ("'a1b22c333'.findAll('[0-9]+', 2) == ['1', '22']", {}, True),
+    # The sets extension.
+    ("sets.contains([1, 2, 3], [3, 1]) && !sets.contains([1], [2])", {}, True),
+    ("sets.equivalent([1, 2, 2], [2, 1]) && sets.intersects([1, 2], [2, 5])", {}, True),
+    ("sets.intersects([1], [true])", {}, False),
+]
+
+
+@pytest.mark.parametrize(("expression", "attrs", "expected"), LIBRARIES,
+                         ids=[m[0][:60] for m in LIBRARIES])
+def test_kubernetes_libraries(env: Env, expression: str, attrs: dict[str, Any],
+                              expected: bool) -> None:
+    assert run(env, expression, attrs) == (expected, None)
+
+
+@pytest.mark.parametrize(("expression", "fragment"), [
+    ("[].min() == 1", "empty list"),
+    ("[1, 'a'].isSorted()", "mixes types"),
+    ("'a'.find('(') == ''", "invalid regular expression"),
+    ("[9223372036854775807, 1].sum() > 0", "overflow"),
+])
+def test_library_errors(env: Env, expression: str, fragment: str) -> None:
+    matched, error = run(env, expression)
+    assert error is not None and fragment in error and matched is False

@@ -15,13 +15,16 @@ chosen over the pure-Python ``cel-python``):
   ``isLessThan``, ``add``/``sub``, ``sign()``, ``isInteger()``, ``asInteger()``,
   ``asApproximateFloat()``;
 - the string extensions, ``cel.bind`` and optional syntax (``.?name.orValue(x)``);
-- ``includes()`` on scalar and list attributes (bounded at 48 values, as the API bounds them).
+- ``includes()`` on scalar and list attributes (bounded at 48 values, as the API bounds them);
+- Kubernetes' list library (``isSorted``, ``sum``, ``min``, ``max``), regex library (``find``,
+  ``findAll``, with RE2 as Kubernetes) and the sets extension.
 
 The runtime's import happens only when an :class:`Env` is built, so the node agent never loads it.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -303,6 +306,61 @@ class Env:
             raise ValueError(f"no such overload: {type(a).__name__}.compareTo"
                              f"({type(b).__name__})")
 
+        def comparable(xs: list[Any]) -> list[Any]:
+            if all(isinstance(x, self._semver_cls) for x in xs):
+                return [sv(x).key() for x in xs]
+            if all(isinstance(x, self._quantity_cls) for x in xs):
+                return [q(x) for x in xs]
+            kinds = {type(_plain(x)) if not isinstance(x, int | float) or isinstance(x, bool)
+                     else float for x in xs}
+            if len(kinds) > 1:
+                raise ValueError_("no such overload: the list mixes types")
+            return [_plain(x) for x in xs]
+
+        def is_sorted(xs: list[Any]) -> bool:
+            keys = comparable(xs)
+            return all(a <= b for a, b in itertools.pairwise(keys))
+
+        def list_sum(xs: list[Any]) -> Any:
+            if not xs:
+                return 0
+            if all(isinstance(x, self._quantity_cls) for x in xs):
+                return mk_q(sum((q(x) for x in xs), Fraction(0)))
+            if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs):
+                raise ValueError_("no such overload: sum() of a non-numeric list")
+            total = sum(xs)
+            if isinstance(total, int) and not -(2**63) <= total < 2**63:
+                raise ValueError_("integer overflow")
+            return total
+
+        def extreme(xs: list[Any], pick: Callable[..., Any]) -> Any:
+            if not xs:
+                raise ValueError_(f"{pick.__name__} called on empty list")
+            keys = comparable(xs)
+            best = pick(range(len(xs)), key=lambda i: keys[i])
+            return xs[best]
+
+        def contains(xs: list[Any], item: Any) -> bool:
+            return any(_plain(x) == _plain(item) for x in xs)
+
+        def regex(pattern: str) -> Any:
+            import re2
+
+            try:
+                return re2.compile(pattern)
+            except re2.error as exc:
+                raise ValueError_(f"invalid regular expression {pattern!r}: {exc}") from None
+
+        def find(text: str, pattern: str) -> str:
+            m = regex(pattern).search(text)
+            return str(m.group(0)) if m else ""
+
+        def find_all(text: str, pattern: str, limit: int) -> list[str]:
+            if limit == 0:
+                return []
+            found = [str(m.group(0)) for m in regex(pattern).finditer(text)]
+            return found if limit < 0 else found[:limit]
+
         def includes(container: Any, item: Any) -> bool:
             if isinstance(container, list):
                 if len(container) > MAX_INCLUDES:
@@ -350,6 +408,27 @@ class Env:
             fn("sub",
                ("quantity_sub", Q, [Q, Q], True, lambda a, b: mk_q(q(a) - q(b))),
                ("quantity_sub_int", Q, [Q, T.INT], True, lambda a, b: mk_q(q(a) - b))),
+            # The Kubernetes list library: isSorted, sum, min, max. Its indexOf and lastIndexOf
+            # on lists are missing: the string extension owns those names in this runtime.
+            fn("isSorted", ("list_is_sorted", T.BOOL, [T.LIST], True, guard(is_sorted))),
+            fn("sum", ("list_sum", T.DYN, [T.LIST], True, guard(list_sum))),
+            fn("min", ("list_min", T.DYN, [T.LIST], True, guard(lambda xs: extreme(xs, min)))),
+            fn("max", ("list_max", T.DYN, [T.LIST], True, guard(lambda xs: extreme(xs, max)))),
+            # The Kubernetes regex library, with RE2 (linear time, Kubernetes' own syntax).
+            fn("find", ("string_find", T.STRING, [T.STRING, T.STRING], True, guard(find))),
+            fn("findAll",
+               ("string_find_all", T.List(T.STRING), [T.STRING, T.STRING], True,
+                guard(lambda text, pattern: find_all(text, pattern, -1))),
+               ("string_find_all_n", T.List(T.STRING), [T.STRING, T.STRING, T.INT], True,
+                guard(find_all))),
+            # The sets extension.
+            fn("sets.contains", ("sets_contains", T.BOOL, [T.LIST, T.LIST], False,
+                                 lambda a, b: all(contains(a, x) for x in b))),
+            fn("sets.equivalent", ("sets_equivalent", T.BOOL, [T.LIST, T.LIST], False,
+                                   lambda a, b: all(contains(a, x) for x in b)
+                                   and all(contains(b, x) for x in a))),
+            fn("sets.intersects", ("sets_intersects", T.BOOL, [T.LIST, T.LIST], False,
+                                   lambda a, b: any(contains(a, x) for x in b))),
             # The runtime matches no overload on dyn arguments: one per pair of kinds.
             fn("includes", *[
                 (f"includes_{i}_{j}", T.BOOL, [recv, arg], True, includes)

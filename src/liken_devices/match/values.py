@@ -81,6 +81,11 @@ class Semver:
             text += "+" + self.build
         return text
 
+    def key(self) -> tuple[int, int, int, int, tuple[tuple[int, int, str], ...]]:
+        """An ordering key with SemVer 2.0.0 precedence (for sorting lists of versions)."""
+        pre = tuple((0, int(p), "") if _DIGITS.fullmatch(p) else (1, 0, p) for p in self.pre)
+        return (self.major, self.minor, self.patch, 0 if self.pre else 1, pre)
+
     def compare(self, other: Semver) -> int:
         a = (self.major, self.minor, self.patch)
         b = (other.major, other.minor, other.patch)
