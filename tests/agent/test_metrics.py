@@ -181,3 +181,17 @@ def test_run_with_a_busy_metrics_port_exits_2_with_one_line(
     assert err[-1] == (f"liken-devices: cannot listen on 127.0.0.1:{port}: the port is in use "
                        "by another process (another agent on this node?)")
     assert not any("Traceback" in line for line in err)
+
+
+def test_a_surge_upgrade_shares_the_port_and_an_accident_does_not() -> None:
+    first = AgentMetrics().serve(0, "127.0.0.1", reuse_port=True)
+    try:
+        second = AgentMetrics().serve(first.port, "127.0.0.1", reuse_port=True)
+        try:
+            assert get(first.port, "/metrics")[0] == 200  # one of the two answers
+        finally:
+            second.stop()
+        with pytest.raises(EndpointError, match="in use"):
+            AgentMetrics().serve(first.port, "127.0.0.1")  # not a surge: the port is taken
+    finally:
+        first.stop()

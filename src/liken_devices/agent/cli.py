@@ -144,8 +144,10 @@ def assemble(args: argparse.Namespace) -> Assembled:
         from ..kube.endpoint import default_address
 
         addr = args.metrics_addr or default_address()
+        # A surge upgrade runs two instances in the node's network namespace: they share it.
         server = metrics.serve(args.metrics_port, addr, health=agent.health,
-                               ready=agent.readiness)
+                               ready=agent.readiness,
+                               reuse_port=bool(getattr(args, "seamless_upgrade", False)))
         log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)", addr, server.port)
     log.info("liken-devices run: node %s, %s", node,
              "publishing to the API server" if online else "offline")

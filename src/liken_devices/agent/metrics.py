@@ -124,7 +124,8 @@ class AgentMetrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
     def serve(self, port: int, addr: str = "127.0.0.1", health: Check | None = None,
-              ready: Check | None = None) -> Endpoint:
+              ready: Check | None = None, reuse_port: bool = False) -> Endpoint:
         """Serve /metrics, /healthz and /readyz on ``addr:port`` (0: any free port);
         ``kube.endpoint.EndpointError`` when it cannot listen."""
-        return Endpoint(addr, port, self.exposition, health=health, ready=ready)
+        return Endpoint(addr, port, self.exposition, health=health, ready=ready,
+                        reuse_port=reuse_port)

@@ -15,7 +15,10 @@ connections push the whole agent into the OOM killer. This server is bounded by 
   request may be at most ``MAX_REQUEST`` bytes; only ``GET``/``HEAD`` of the three paths answer;
 * idle, the thread blocks in the selector with no timeout (no wake-ups on an idle node).
 
-A busy port is :class:`EndpointError` with one line (the callers exit 2 on it).
+A busy port is :class:`EndpointError` with one line (the callers exit 2 on it). The one
+exception is by design: in a surge upgrade (``reuse_port``) the old and the new instance share
+the port with ``SO_REUSEPORT`` (a host-network pod has the node's addresses), the kernel spreads
+connections over both, and either answers for the node until the old one ends.
 """
 
 from __future__ import annotations
@@ -76,13 +79,14 @@ class Endpoint:
     def __init__(self, address: str, port: int, metrics: Callable[[], tuple[bytes, str]],
                  health: Check | None = None, ready: Check | None = None,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
-        """``metrics()`` gives the exposition and its content type."""
+                 timeout: float = DEFAULT_TIMEOUT, reuse_port: bool = False) -> None:
+        """``metrics()`` gives the exposition and its content type; ``reuse_port`` lets another
+        instance that also asks for it listen on the same port (a surge upgrade)."""
         self._metrics = metrics
         self._checks: dict[str, Check | None] = {"/healthz": health, "/readyz": ready}
         self._max = max(1, max_connections)
         self._timeout = timeout
-        self._listener = _listen(address, port)
+        self._listener = _listen(address, port, reuse_port)
         self.address = address
         self.port: int = self._listener.getsockname()[1]
         self._wake_r, self._wake_w = socket.socketpair()
@@ -247,7 +251,7 @@ def _run_check(check: Check) -> tuple[bool, str]:
         return False, f"check failed: {type(exc).__name__}: {exc}"
 
 
-def _listen(address: str, port: int) -> socket.socket:
+def _listen(address: str, port: int, reuse_port: bool = False) -> socket.socket:
     try:
         family = socket.AF_INET6 if ipaddress.ip_address(address).version == 6 else socket.AF_INET
     except ValueError:
@@ -255,6 +259,8 @@ def _listen(address: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((address, port))
         sock.listen(64)
         sock.setblocking(False)
