@@ -264,3 +264,36 @@ def test_bluetooth_claim_delivers_usbfs_uinput_and_32_event_nodes(api: FakeApiSe
         assert lines[34].strip() == "32"
     finally:
         assert kubelet.unprepare([claim]) == {claim[1]: ""}
+
+
+def test_bluetooth_claim_cannot_reach_the_built_in_keyboard(api: FakeApiServer, machine: Machine,
+                                                            e2e: tuple[Plugin, TestKubelet]
+                                                            ) -> None:
+    """decisions.md, "Bluetooth event numbers stay exclusive to their owners": the laptop's
+    i8042 keyboard holds 13:64; the Bluetooth claim's container has no event0, and the device
+    cgroup refuses 13:64 even to a node its root makes itself, while a stated number is let
+    through (this host has no input device at 13:65, so the kernel answers "no such device")."""
+    _plugin, kubelet = e2e
+    b = machine.b
+    i8042 = b.board("platform", "i8042", driver="i8042")
+    serio = b.device(i8042, "serio0", "serio", driver="atkbd")
+    keyboard = b.device(serio, "input1", "input", subdir="input")
+    b.node(keyboard, "input", "event0", 13, 64, devname="input/event0")
+    usb = b.usb_device("1-8", busnum=1, devnum=3)
+    radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+    b.device(radio, "hci0", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth")
+    claim = new_claim(api, ["usb-1-8-1-0"])
+    ans = kubelet.prepare([claim])[claim[1]]
+    assert ans.error == ""
+    (cid,) = ans.devices[0]["cdi"]
+    try:
+        r = podman(cid, cmd="ls /dev/input")
+        assert r.returncode == 0, r.stderr
+        assert sorted(r.stdout.split()) == sorted(f"event{i}" for i in range(1, 32))
+        r = podman(cid, cmd="mknod /tmp/kbd c 13 64 && cat /tmp/kbd")
+        assert r.returncode != 0 and "Operation not permitted" in r.stderr, r.stderr
+        r = podman(cid, cmd="cat /dev/input/event1")
+        assert r.returncode != 0 and "Operation not permitted" not in r.stderr
+        assert "No such device" in r.stderr, r.stderr
+    finally:
+        assert kubelet.unprepare([claim]) == {claim[1]: ""}
