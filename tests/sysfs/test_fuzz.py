@@ -64,6 +64,8 @@ recording = st.lists(block(), max_size=6).map("\n".join)
 def check_snapshot(snap: Snapshot) -> None:
     for dev in snap.devices.values():
         assert dev.path.startswith("/devices/")
+        for key, value in dev.props.items():
+            (key + value).encode("utf-8")  # no lone surrogate reaches JSON, YAML or a log
         if dev.node is not None:
             assert devname_problem(dev.node.name) is None, dev.node
             assert 0 <= dev.node.major <= MAX_MAJOR and 0 <= dev.node.minor <= MAX_MINOR

@@ -240,3 +240,23 @@ def test_an_index_with_too_many_entries_is_not_a_sysfs_tree(
         (b.root / "dev/char" / f"10:{minor + 200}").symlink_to("../../devices/virtual/x")
     with pytest.raises(InputError, match="more than 3: not a sysfs tree"):
         read_sysfs(b.root)
+
+
+def test_the_command_refuses_a_fifo_or_a_device_as_the_recording(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        out = run_cli(_cli("--recording", str(path)), deadline=20)
+        assert_fails_closed(out, allowed=(2,))
+        assert "is not a regular file" in out.stderr
+
+
+def test_undecodable_bytes_become_replacement_characters(tmp_path: Path) -> None:
+    """Found by the fuzz suite: a raw non-UTF-8 byte in a property crashed the derived
+    attributes (a lone surrogate cannot be encoded)."""
+    text = "P: /devices/0\nE: MODALIAS=0" + b"\x80".decode("utf-8", "surrogateescape") + "\n"
+    dev = parse_recording(text).devices["/devices/0"]
+    assert dev.props["MODALIAS"].startswith("0\ufffd")
+    path = tmp_path / "r.umockdev"
+    path.write_bytes(b"P: /devices/0\nE: MODALIAS=0\x80\xff\n")
+    assert load_recording(path).devices["/devices/0"].props["MODALIAS"] == "0\ufffd\ufffd"

@@ -145,8 +145,10 @@ class Sources:
     def check(self) -> None:
         """Fail early, with one clear line, on input that can never work."""
         if self.recording is not None:
-            if not self.recording.is_file():
+            if not self.recording.exists():
                 raise InputError(f"recording {self.recording} does not exist")
+            if not self.recording.is_file():
+                raise InputError(f"recording {self.recording} is not a regular file")
         elif not (self.sysfs / "devices").is_dir():
             raise InputError(f"sysfs root {self.sysfs} has no devices/ directory")
         elif not (self.sysfs / "dev" / "char").is_dir():

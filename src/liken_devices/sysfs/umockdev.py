@@ -132,8 +132,22 @@ def _check_path(path: str) -> str:
     return path
 
 
+def _utf8(text: str) -> str:
+    """``text`` with whatever UTF-8 cannot hold (lone surrogates: undecodable bytes kept by
+    ``surrogateescape``) replaced by U+FFFD, as the tree reader decodes a uevent."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
 def parse_blocks(text: str, origin: str = "recording") -> Iterator[Block]:
-    """The device blocks of a recording; :class:`InputError` names the first malformed line."""
+    """The device blocks of a recording; :class:`InputError` names the first malformed line.
+
+    Bytes that are not UTF-8 become U+FFFD (an attribute's raw bytes are written C-escaped,
+    ``\\NNN``, and kept as they are)."""
+    text = _utf8(text)
     block: Block | None = None
     blocks = lines_in_block = lineno = 0
     try:
@@ -298,7 +312,7 @@ def parse_recording(text: str, origin: str = "recording") -> Snapshot:
 def load_recording(path: Path | str) -> Snapshot:
     """A recording file as a snapshot; :class:`InputError` when it cannot be one."""
     raw = read_input(path, MAX_RECORDING, "recording")
-    return parse_recording(raw.decode("utf-8", errors="surrogateescape"), str(path))
+    return parse_recording(raw.decode("utf-8", errors="replace"), str(path))
 
 
 def materialize(text: str, root: Path, origin: str = "recording") -> None:
