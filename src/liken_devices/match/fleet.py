@@ -15,6 +15,10 @@ nothing will correct it:
 - the Node's ``Ready`` condition is not ``True`` (the kubelet stopped reporting, so the node's
   agent and kubelet plugin cannot be trusted to be running).
 
+An agent gone from a node that still runs leaves no stale slice: the kubelet deletes a driver's
+slices once its plugin has been disconnected for 30 seconds, so such a node is one with a Machine
+and *no slice*.
+
 A node's facts are *unreadable* when its Machine's ``FactsPublished`` condition is ``False``:
 the agent could not read init's storage facts, so it offers no disk (docs/agent.md).
 """
@@ -190,7 +194,8 @@ def build(snap: Snapshot, *, nodes: Sequence[str] = (), attributes: Sequence[str
         if name not in slice_nodes:
             problems.append({"node": name, "problem": "no slice",
                              "detail": "a Machine but no liken.sh ResourceSlice: the agent has "
-                                       "not published"})
+                                       "not published, or it stopped (the kubelet removes the "
+                                       "slices of a plugin gone 30 s)"})
         if wanted_attrs or program is not None:
             continue  # the filters describe devices; unclaimed hardware is not one
         for u in (status.get("hardware") or {}).get("unclaimed") or []:
