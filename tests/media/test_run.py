@@ -290,3 +290,29 @@ def test_probes_say_ready_once_published(in_pod: tuple[Running, Machine]) -> Non
     assert code == 200 and 'liken_media_render_node_queries_total{result="ok"} 1.0' in body
     assert "liken_media_published_devices 1.0" in body and "_created" not in body
     assert r.api.evictions == []  # every render node is in the pod: nothing to evict
+
+
+def test_a_busy_metrics_port_is_one_line_and_exit_2(
+        api: FakeApiServer, tmp_path: Path, fake_env: FakeGPUs,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from liken_devices.media.cli import main
+
+    machine = Machine(tmp_path / "m", fake_env)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    argv = machine.args("--timeout", "3")
+    argv[0] = "run"
+    argv += ["--kubeconfig", str(api.write_kubeconfig(tmp_path / "kubeconfig")),
+             "--metrics-port", str(port), "--metrics-addr", "127.0.0.1"]
+    try:
+        assert main(argv) == 2
+    finally:
+        holder.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"liken-media: cannot listen on 127.0.0.1:{port}: the port is in use by "
+                       "another process (another agent on this node?)")
+    assert not any("Traceback" in line for line in err)
