@@ -387,3 +387,14 @@ def test_pod_claims_are_allocated_jointly(tmp_path: Path,
     assert rc == 0
     claims = out["nodes"][0]["asked"][0]["claims"]
     assert [c["requests"][0]["devices"] for c in claims] == [["usb-1-3-1-0"], ["usb-1-2-1-0"]]
+
+
+def test_a_bound_selector_is_explained_through_its_alias(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = run(tmp_path, claim([req(
+        "s", "serial", 'cel.bind(l, device.attributes["liken.sh"], '
+                       'l.subsystem == "tty" && l.vendor == "0403")')]), capsys=capsys)
+    assert rc == 0
+    rejected = {r["device"]: r for r in alternative(out)["notMatching"]}
+    assert rejected["usb-1-2-1-0"]["reason"] == (
+        'device.attributes["liken.sh"].vendor is "10c4", the selector wants "0403"')

@@ -425,6 +425,32 @@ def _conjuncts(expression: str) -> list[str]:
     return parts
 
 
+_BIND = re.compile(r'cel\.bind\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*'
+                   r'(device\.(?:attributes|capacity)\[\s*"[^"\\]*"\s*\])\s*,')
+
+
+def _matching_paren(text: str, start: int) -> int:
+    """The index of the bracket closing the one at ``start`` (outside strings), or -1."""
+    depth, i, quote = 0, start, ""
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
 def _balanced(text: str) -> bool:
     depth = 0
     for ch in text:
@@ -439,16 +465,26 @@ def explain_failure(evaluator: Evaluator, expression: str, data: dict[str, Any])
     """Why ``expression`` is false for a device: the first false ``&&`` operand, the values it
     read, and what it wants when it is a plain comparison with a literal."""
     failing = expression.strip()
-    parts = _conjuncts(expression)
+    # cel.bind(x, device.attributes["d"], body): explain the body, reading x as what it binds.
+    bind = _BIND.match(failing)
+    wrap, alias, target = "{}", None, ""
+    if bind is not None and _matching_paren(failing, failing.index("(")) == len(failing) - 1:
+        alias, target = bind.group(1), bind.group(2)
+        wrap = f"cel.bind({alias}, {target}, {{}})"
+        failing = failing[bind.end():-1].strip()
+    parts = _conjuncts(failing)
     if len(parts) > 1:
         for part in parts:
             try:
-                outcome = evaluator.env.matches(evaluator.program(part), data)
+                outcome = evaluator.env.matches(
+                    evaluator.program(wrap.replace("{}", part, 1)), data)
             except CompileError:
                 break
             if outcome.error is not None or not outcome.matched:
                 failing = part
                 break
+    if alias is not None:
+        failing = re.sub(rf"(?<![\w.]){re.escape(alias)}(?=\s*[.\[])", target, failing)
     seen = []
     for m in _REF.finditer(failing):
         text = m.group(0)
