@@ -257,6 +257,21 @@ def test_a_render_node_the_pod_lacks_is_published_failed_and_the_pod_evicted(
     _, body = _get(_endpoint_port(r), "/metrics")
     assert "liken_media_missing_render_nodes 1.0" in body
     assert 'liken_media_render_node_queries_total{result="missing"} 1.0' in body
+    # Every request the agent made is one deploy/media/rbac.yaml grants, and no more.
+    assert set(r.api.verbs) <= _granted()
+    assert {v for v, res in _granted() if res == "pods/eviction"} == {"create"}
+
+
+def _granted() -> set[tuple[str, str]]:
+    import yaml
+
+    rbac = Path(__file__).resolve().parents[2] / "deploy" / "media" / "rbac.yaml"
+    out = set()
+    for doc in yaml.safe_load_all(rbac.read_text()):
+        if doc and doc["kind"] in ("ClusterRole", "Role"):
+            for rule in doc["rules"]:
+                out |= {(v, res) for v in rule["verbs"] for res in rule["resources"]}
+    return out
 
 
 def _endpoint_port(r: Running) -> int:
