@@ -95,8 +95,14 @@ def clean_text(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def child_command() -> list[str]:
-    """The child's command line, without the node (a fresh interpreter)."""
-    return [sys.executable, "-m", "liken_devices.media.child"]
+    """The child's command line, without the node: a fresh interpreter, isolated (``-I``: no
+    user site, no ``PYTHON*`` variables) and without ``site`` (``-S``), that finds this package
+    where the parent found it and runs :mod:`.child`. It starts once per render node, so it
+    skips what it does not need: the site-packages' start-up hooks and ``runpy``."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    boot = (f"import sys; sys.path.insert(0, {root!r}); "
+            "from liken_devices.media.child import main; sys.exit(main(sys.argv[1:]))")
+    return [sys.executable, "-I", "-S", "-c", boot]
 
 
 # ---- processes ------------------------------------------------------------------------------

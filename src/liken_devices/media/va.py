@@ -7,7 +7,11 @@ that queries and the parent that maps the answer use them, and the parent must n
 
 from __future__ import annotations
 
-from typing import Final
+# Not ``typing`` itself: this module is loaded by the probe child, which starts once per render
+# node and keeps its imports to what it needs (typing alone is most of a bare start-up).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 VA_STATUS_SUCCESS: Final = 0
 VA_STATUS_ERROR_MAX_NUM_EXCEEDED: Final = 0x0B

@@ -33,9 +33,12 @@ from ctypes import (
     c_void_p,
     sizeof,
 )
-from typing import Any
 
 from . import va
+
+TYPE_CHECKING = False  # typing is not imported at run time: the probe child starts per node
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class VAConfigAttrib(Structure):
