@@ -1,6 +1,6 @@
 """``liken-devices run`` as a process: plug and unplug fixture hardware under real uevents, kill -9
-it, start it again; the slice and the claim's CDI spec end true every time (issue 4, "How it is
-tested"), and SIGTERM stops it cleanly."""
+it, start it again; the slice and the claim's CDI spec end true every time (docs/agent.md,
+"Tests"), and SIGTERM stops it cleanly."""
 
 from __future__ import annotations
 

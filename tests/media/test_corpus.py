@@ -1,4 +1,4 @@
-"""Replays of real capability lists (/work/shared/vainfo/) through the fake driver.
+"""Replays of real capability lists (../shared/vainfo/ beside the checkout) through the fake driver.
 
 Skipped when that folder is absent (the suite must pass without it). The expected flags were
 worked out by hand from the seed's table for each file. For plain dumps, which carry no RT
@@ -59,7 +59,7 @@ needs_corpus = pytest.mark.skipif(not VAINFO_DIR.is_dir(),
 
 @needs_corpus
 def test_every_complete_file_has_an_expectation() -> None:
-    # SOURCES.md: the complete captures are the top-level files, and vaapi-fits/ holds derived
+    # The corpus's layout: the complete captures are the top-level files, vaapi-fits/ holds derived
     # tables; partial/ must not be replayed.
     found = {str(p.relative_to(VAINFO_DIR)) for p in VAINFO_DIR.glob("*.txt")}
     found |= {str(p.relative_to(VAINFO_DIR)) for p in VAINFO_DIR.glob("vaapi-fits/*.txt")}

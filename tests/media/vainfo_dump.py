@@ -1,7 +1,7 @@
 """Turn real ``vainfo`` / ``vainfo --all`` output into a caps file for the fake VA driver.
 
-The dumps in /work/shared/vainfo/ are third-party reference data, read in place and never
-copied into the project (reference/libva.md 4). A plain dump lists profile/entrypoint pairs; a
+The dumps in ../shared/vainfo/ beside the checkout are third-party reference data, read in place
+and never copied into the project. A plain dump lists profile/entrypoint pairs; a
 ``--all`` dump also gives each pair's ``VAConfigAttribRTFormat`` values. No vainfo mode prints
 the video processor's surface formats, so the fake driver's vendor-based default applies unless
 the caller adds a ``vpp`` line.
