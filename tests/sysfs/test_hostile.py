@@ -260,3 +260,16 @@ def test_undecodable_bytes_become_replacement_characters(tmp_path: Path) -> None
     path = tmp_path / "r.umockdev"
     path.write_bytes(b"P: /devices/0\nE: MODALIAS=0\x80\xff\n")
     assert load_recording(path).devices["/devices/0"].props["MODALIAS"] == "0\ufffd\ufffd"
+
+
+def test_fifos_and_devices_as_catalogs_do_not_block_the_walk(tmp_path: Path) -> None:
+    b = _tree(tmp_path)
+    cat = tmp_path / "catalogs"
+    cat.mkdir()
+    for name in ("pci.ids", "usb.ids", "modules.alias", "modules.dep"):
+        os.mkfifo(cat / name)
+    (cat / "modules.builtin").symlink_to("/dev/zero")
+    out = run_cli(["explain", "--sysfs", str(b.root), "--facts", str(tmp_path), "--node", "n",
+                   "--modules-dir", str(cat), "--hwdata-dir", str(cat)], deadline=30)
+    assert_fails_closed(out, allowed=(0,))
+    assert "pci 0000:00:02.0" in out.stdout

@@ -302,10 +302,11 @@ def _first_readable(dirs: Sequence[Path], name: str) -> Path | None:
     """``name`` in the first directory where it opens (a dangling symlink does not)."""
     for directory in dirs:
         try:
-            with (directory / name).open("rb"):
-                return directory / name
+            # O_NONBLOCK: a FIFO in a catalog's place must not block the walk.
+            os.close(os.open(directory / name, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK))
         except OSError:
             continue
+        return directory / name
     return dirs[0] / name if dirs else None
 
 
