@@ -65,3 +65,23 @@ def test_a_malformed_file_keeps_the_last_good_spec(tmp_path: Path,
         assert spec_condition(status_out)["status"] == "True"
     finally:
         built.close()
+
+
+def test_a_tree_that_stops_being_sysfs_fails_the_walk_in_one_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    node = FixtureNode(tmp_path / "node")
+    args = build_parser().parse_args([
+        "run", "--node", "offline", *node.args(), "--no-api", "--status-out",
+        str(tmp_path / "status.json"), "--console", str(tmp_path / "console"), "--no-plugin",
+        "--no-machine-side"])
+    built = assemble(args)
+    try:
+        built.agent._walk(WalkReason.START)
+        (node.sysfs / "dev" / "char").rename(node.sysfs / "dev" / "gone")
+        with caplog.at_level(logging.ERROR, logger="liken_devices.agent.runner"):
+            built.agent._walk(WalkReason.UEVENT)
+        [record] = [r for r in caplog.records if r.getMessage().startswith("walk failed")]
+        assert "not a sysfs tree" in record.getMessage() and record.exc_info is None
+        assert built.agent.metrics.walk_errors._value.get() == 1
+    finally:
+        built.close()
