@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# The inventory's tests record this machine with umockdev-record (issue 2: "recordings you make
-# of this machine"; it calls udevadm, from udev, and no daemon is started), and `scan` names
-# hardware from the system's hwdata (pci.ids, usb.ids).
+# The inventory's tests record this machine with umockdev-record (it calls udevadm, from udev,
+# and no daemon is started), and `scan` names hardware from the system's hwdata (pci.ids, usb.ids).
 set -euo pipefail
 need=()
 for p in umockdev udev hwdata; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The plugin's end-to-end tests (tests/plugin/test_podman.py) run a real CDI consumer: podman
-# 4.3.1 from Debian with runc, two containers.conf settings this kind of VM needs (reference/
-# runtime.md §1: root lacks CAP_SYS_RESOURCE, so podman's default rlimits fail; crun refuses the
+# 4.3.1 from Debian with runc, two containers.conf settings a CI VM like ours needs (its
+# root lacks CAP_SYS_RESOURCE, so podman's default rlimits fail; crun refuses the
 # hybrid cgroup layout, runc works), and a busybox image imported from busybox-static (no
 # registry is reachable). Idempotent: each step is skipped when already done.
 set -euo pipefail

@@ -1,11 +1,12 @@
 """A test kubelet: the kubelet's side of plugin registration and of the DRA gRPC calls.
 
-It does what dra-api.md §6.1 says the kubelet's plugin manager does, over the real unix sockets:
+It does what the kubelet's plugin manager does (plugin registration, then the DRA manager), over
+the real unix sockets:
 dial the registration socket, call GetInfo, check the plugin type and name, choose the first of
 the plugin's supported_versions that this kubelet supports (v1.DRAPlugin, v1beta1.DRAPlugin),
 report the outcome with NotifyRegistrationStatus, then dial the advertised endpoint and call
 NodePrepareResources / NodeUnprepareResources with the chosen service, checking the answers the
-way the kubelet does (§5.3: an entry for every claim, none for an unknown UID).
+way the kubelet does (an entry for every claim, none for an unknown UID).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from liken_devices.plugin.gen import (
 )
 
 KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # most recent first
-TIMEOUT = 45.0  # the kubelet's per-call timeout (dra-api.md §5.3)
+TIMEOUT = 45.0  # the kubelet's per-call timeout for a DRA plugin
 
 
 class RegistrationRefused(Exception):

@@ -1,4 +1,5 @@
-"""Registration handshake and socket handling over the real unix sockets (dra-api.md §6)."""
+"""Registration handshake and socket handling over the real unix sockets, as the kubelet's
+plugin watcher does them."""
 
 from __future__ import annotations
 

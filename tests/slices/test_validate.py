@@ -1,5 +1,5 @@
 """The slice builder and the validator: valid slices pass the official schema and our limits;
-each API-server rule (dra-api.md §2) is caught."""
+each API-server rule is caught."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def make_slice(node: str, driver: str, devices: list[dict[str, Any]], generation
                owner_uid: str | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": slice_name(node, driver)}
     if owner_uid:
-        # Owned by the Node, so the slice goes with the Node (issue 4).
+        # Owned by the Node, so the garbage collector deletes the slice with its Node.
         metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node,
                                         "uid": owner_uid, "controller": True}]
     return {

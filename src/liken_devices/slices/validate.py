@@ -1,4 +1,4 @@
-"""The API server's rules for a ResourceSlice, checked locally (dra-api.md §1–§2).
+"""The API server's rules for a ResourceSlice (``resource.k8s.io/v1``), checked locally.
 
 Structure (known fields, value types, required fields) and the server-side limits that no
 OpenAPI schema carries. Every violation is reported, not just the first, each with its field path.
@@ -44,7 +44,8 @@ def is_dns_subdomain(value: str, limit: int = 253) -> bool:
 
 
 def check_qualified_name(key: str) -> str | None:
-    """An attribute name: a C identifier ≤32, optionally behind ``<domain>/`` (dra-api.md §2.3)."""
+    """An attribute name: a C identifier ≤32, optionally behind ``<domain>/`` (the API's
+    qualified-name rule)."""
     if key.count("/") > 1:
         return "must not contain more than one slash"
     domain, _, ident = key.rpartition("/")
