@@ -372,3 +372,18 @@ def test_clean_text_escapes_what_could_forge_a_log_line() -> None:
         "ok\\x1b[31m red\\u202eevil\\u2028fake line\\x85")
     assert clean_text("x" * 600, 10) == "x" * 10 + "..."
     assert clean_text("Intel iHD driver - 25.2.3 ()") == "Intel iHD driver - 25.2.3 ()"
+
+
+def test_parallel_queries_keep_each_other_and_end_only_the_helpers(gpus: FakeGPUs,
+                                                                    tmp_path: Path) -> None:
+    """The stray sweep after one query never takes another query that is still running."""
+    pidfiles = [tmp_path / f"helper{i}.pid" for i in range(3)]
+    caps = (CAPS / "amd-rdna2-mesa.txt").read_text()
+    nodes = [gpus.add(128 + i, caps + f"daemon {pidfiles[i]}\n"
+                      + ("hang vaQueryConfigProfiles 0.3\n" if i == 1 else ""))
+             for i in range(3)]
+    nodes.append(gpus.add(131, caps + "hang vaQueryConfigProfiles 0.6\n"))
+    results = probe_nodes(nodes, 10.0, gpus.env)
+    assert [results[n].error for n in nodes] == [None, None, None, None]
+    for pidfile in pidfiles:
+        assert not Path(f"/proc/{int(pidfile.read_text())}").exists()

@@ -152,14 +152,15 @@ def _end_leftovers(before: set[int]) -> None:
     orphans a query's driver left (a setsid() helper, its own children as they are orphaned)."""
     deadline = time.monotonic() + REAP_GRACE
     while True:
+        # Under the lock that starting a query holds: a query another thread is starting now is
+        # either not forked yet or already in _queries, never a stray.
         with _queries_lock:
-            running = set(_queries)
-        strays = children() - before - running
+            strays = children() - before - _queries
+            for pid in strays:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
         if not strays:
             return
-        for pid in strays:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
         for pid in strays:
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, os.WNOHANG)
@@ -177,14 +178,15 @@ def probe_node(node: str, timeout: float = DEFAULT_TIMEOUT,
     before = children()
     cmd = [*(command or child_command()), node]
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, close_fds=True, start_new_session=True,
-                                env=None if env is None else dict(env))
+        with _queries_lock:  # started and known as a query in one step (see _end_leftovers)
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, close_fds=True,
+                                    start_new_session=True,
+                                    env=None if env is None else dict(env))
+            _queries.add(proc.pid)
     except OSError as exc:
         return ProbeResult(node, None, clean_text(f"cannot start the query: {exc}"),
                            seconds=time.monotonic() - start)
-    with _queries_lock:
-        _queries.add(proc.pid)
     try:
         out, err, why = _collect(proc, start + timeout)
         if why == "timeout":
