@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from liken_devices import cli
 from liken_devices.cliargs import InputError, check_node_name, node_name
 from liken_devices.media import cli as media_cli
-from tests.support.hostile import assert_fails_closed, run_cli
+from tests.support.hostile import assert_fails_closed, examples, run_cli
 from tests.support.sysfs_builder import SysfsBuilder
 
 
@@ -99,3 +101,19 @@ def test_a_usage_error_is_one_line_and_exit_2(argv: list[str]) -> None:
     out = run_cli(argv)
     assert_fails_closed(out, allowed=(2,))
     assert out.lines[0].startswith("liken-devices") and "--help" in out.lines[0]
+
+
+@pytest.mark.fuzz
+@settings(max_examples=examples(300), deadline=None)
+@given(st.text(alphabet=st.sampled_from("abz09-._A_ \n\u2028é"), max_size=80)
+       | st.text(max_size=300))
+def test_an_accepted_node_name_makes_a_valid_slice_name(name: str) -> None:
+    from liken_devices.media.devices import DRIVER as MEDIA
+    from liken_devices.slices.validate import is_dns_subdomain
+
+    for driver in ("liken.sh", MEDIA):
+        if check_node_name(name, driver) is None:
+            assert is_dns_subdomain(name) and is_dns_subdomain(f"{name}-{driver}")
+        else:
+            with pytest.raises(InputError):
+                node_name(name, {}, "h", driver)
