@@ -16,7 +16,7 @@ import lightkube
 import pytest
 from lightkube import KubeConfig
 
-from liken_devices.inventory.model import Inventory, PublishedDevice
+from liken_devices.inventory.model import NO_CLAIMS, Claimed, Inventory, PublishedDevice
 from liken_devices.plugin import Plugin, PluginConfig
 from liken_devices.sysfs.model import DevNode
 from tests.support.fakeapi import FakeApiServer
@@ -81,6 +81,7 @@ class Hardware:
         self.devices: dict[str, PublishedDevice] = {}
         self.held: dict[str, tuple[DevNode, ...]] = {}
         self.walks = 0
+        self.claimed: list[Claimed] = []  # what each walk was told the prepared claims hold
         self.lock = threading.Lock()
         for name in names if names is not None else list(CATALOG):
             self.plug(name)
@@ -95,8 +96,9 @@ class Hardware:
         return Inventory(devices=tuple(sorted(self.devices.values(), key=lambda d: d.name)),
                          outcomes=(), unclaimed=(), held=dict(self.held))
 
-    def walk(self) -> Inventory:
+    def walk(self, *, claimed: Claimed = NO_CLAIMS) -> Inventory:
         with self.lock:
+            self.claimed.append(claimed)
             self.walks += 1
         return self.inventory()
 
@@ -145,7 +147,7 @@ def make_plugin(tmp_path: Path, sockdir: Path, kube: Any,
                 hardware: Hardware) -> Iterator[Callable[..., Plugin]]:
     started: list[Plugin] = []
 
-    def make(walk: Callable[[], Inventory] | None = None, start: bool = True,
+    def make(walk: Callable[..., Inventory] | None = None, start: bool = True,
              **kw: Any) -> Plugin:
         p = Plugin(make_config(tmp_path, sockdir, **kw), walk or hardware.walk, kube)
         if start:

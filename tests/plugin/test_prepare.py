@@ -176,7 +176,7 @@ def test_calls_are_serialized(api: FakeApiServer, make_plugin, hardware: Hardwar
     peak = [0]
     guard = threading.Lock()
 
-    def slow_walk():
+    def slow_walk(**_: object):
         with guard:
             active[0] += 1
             peak[0] = max(peak[0], active[0])

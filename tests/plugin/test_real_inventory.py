@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from liken_devices.inventory import MachineSpec, SerioEntry, Sources
+from liken_devices.inventory.model import NO_CLAIMS, Claimed
 from liken_devices.plugin.cdi import ROOT_ONLY
 from tests.support.fakeapi import FakeApiServer
 from tests.support.sysfs_builder import Dev, SysfsBuilder
@@ -63,8 +64,8 @@ class FixtureMachine:
         inp = self.b.device(rc, "input30", "input")
         self.b.node(inp, "input", "event30", 13, 94, devname="input/event30")
 
-    def walk(self) -> Any:
-        return self.sources.walk(self.machine)
+    def walk(self, *, claimed: Claimed = NO_CLAIMS) -> Any:
+        return self.sources.walk(self.machine, claimed=claimed)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +133,10 @@ def assemble(args: argparse.Namespace) -> Assembled:
     agent = Agent(config, publisher=publisher, reporter=reporter, metrics=metrics,
                   watches=watches)
     if not args.no_plugin:
-        # Prepare walks afresh with the Machine's current spec (the agent's, not the file's).
-        agent.plugin = _plugin(args, node, sources, client, agent.fresh_walk, metrics)
+        # Prepare walks afresh with the Machine's current spec (the agent's, not the file's);
+        # an unprepare wakes a walk, since what a claim held publishes again (docs/plugin.md).
+        agent.plugin = _plugin(args, node, sources, client, agent.fresh_walk, metrics,
+                               lambda: agent.wake(Wake.CLAIMS))
         if agent.plugin is not None:
             metrics.track_registration(lambda: bool(agent.plugin and agent.plugin.registered))
             quiet_grpc()
@@ -181,7 +184,7 @@ def _watches(client: Any, node: str, machine: bool) -> list[Any]:
 
 
 def _plugin(args: argparse.Namespace, node: str, sources: Any, client: Any,
-            walk: Any, metrics: Any) -> Any:
+            walk: Any, metrics: Any, on_release: Callable[[], object]) -> Any:
     try:
         from ..plugin import Plugin, PluginConfig
         from ..plugin.cli import pod_uid_from_args
@@ -191,7 +194,7 @@ def _plugin(args: argparse.Namespace, node: str, sources: Any, client: Any,
     config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
                           sysfs=sources.sysfs, pod_uid=pod_uid_from_args(args))
-    return Plugin(config, walk=walk, kube_client=client, metrics=metrics)
+    return Plugin(config, walk=walk, kube_client=client, metrics=metrics, on_release=on_release)
 
 
 def quiet_grpc(period: float = 3600.0) -> None:

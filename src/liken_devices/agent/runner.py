@@ -1,13 +1,17 @@
 """The node agent's loop: the kernel's uevents in, a walk, then the slice, the plugin, the Machine.
 
 devices.txt ("What a node publishes", "Limits", "Hardware that is not published") and
-decisions.md ("Uevents"), as ``docs/agent.md`` describes them:
+decisions.md ("Uevents", "Delivery"), as ``docs/agent.md`` describes them:
 
 * one process walks sysfs, publishes ``<node>-liken.sh``, serves the kubelet plugin and reports
   the Machine;
 * it walks once at start, then one second after the last uevent of a burst and at most five
   seconds after its first; only a device arriving, leaving or changing its driver wakes a walk,
   and virtual network devices wake nothing (``uevent.wakes_walk``);
+* every walk takes the claims the plugin has prepared (the plugin's state): a claimed USB device
+  keeps its shape until its claim ends, and the 128 cap keeps what is claimed (decisions.md,
+  "Delivery" and "Which hardware is considered"); an unprepare that ends a claim wakes a walk,
+  so what the claim held is published as the kernel then shows it;
 * after each walk: publish, the plugin's reconcile pass, the machine side (modules and serial
   lines, ``docs/machine.md``), then the Machine's status;
 * no polling loop: the thread sleeps in ``select`` on the uevent socket and a wake-up pipe, with a
@@ -41,6 +45,7 @@ from .. import DRIVER
 from ..errors import InputError
 from ..files import write_atomic
 from ..inventory import Inventory, MachineSpec, Sources, build_inventory
+from ..inventory.model import NO_CLAIMS, Claimed
 from ..inventory.sources import FactsStamp, facts_stamp
 from ..machine.conditions import spec_condition
 from .metrics import AgentMetrics
@@ -60,6 +65,7 @@ class Wake(StrEnum):
     CHECK = "check"  # a watch re-read may have scheduled a retry: recompute the timeout
     MACHINE_SPEC = "machine-spec"  # the Machine's spec changed: walk with it
     MACHINE_SIDE = "machine-side"  # a held serial line ended: walk, the machine side re-attaches
+    CLAIMS = "claims"  # an unprepare ended a claim: walk, what it held publishes as it is now
 
 
 class WalkReason(StrEnum):
@@ -68,10 +74,11 @@ class WalkReason(StrEnum):
     START = "start"
     UEVENT = "uevent"
     MACHINE = "machine"  # the Machine's spec or the machine side asked for it
+    CLAIMS = "claims"  # the kubelet plugin ended a claim
 
 
 # What each wake does in the loop's pass.
-_WALKS = frozenset({Wake.MACHINE_SPEC, Wake.MACHINE_SIDE})
+_WALKS = frozenset({Wake.MACHINE_SPEC, Wake.MACHINE_SIDE, Wake.CLAIMS})
 
 
 @dataclass
@@ -153,6 +160,8 @@ class KubeletPlugin(Protocol):
 
     def stop(self) -> None: ...
 
+    def claimed(self) -> Claimed: ...
+
     def reconcile(self, inv: Inventory) -> Any: ...
 
 
@@ -164,6 +173,12 @@ class MachineSideLike(Protocol):
     def close(self) -> None: ...
 
 
+class Watch(Protocol):
+    """What the loop needs of a started ``kube.ObjectWatch``."""
+
+    def stop(self) -> None: ...
+
+
 class Agent:
     """See the module docstring. Every collaborator is optional, so offline runs and tests can
     leave out the API side (``publisher``/``reporter``), the ``plugin`` or the ``machine_side``.
@@ -173,7 +188,7 @@ class Agent:
                  reporter: Reporter | None = None, plugin: KubeletPlugin | None = None,
                  machine_side: MachineSideLike | None = None,
                  metrics: AgentMetrics | None = None,
-                 watches: list[Callable[[Agent], Any]] | None = None) -> None:
+                 watches: list[Callable[[Agent], Watch]] | None = None) -> None:
         self.config = config
         self.publisher = publisher
         self.reporter = reporter
@@ -181,7 +196,7 @@ class Agent:
         self.machine_side = machine_side
         self.metrics = metrics or AgentMetrics()
         self._watch_factories = watches or []
-        self._watches: list[Any] = []
+        self._watches: list[Watch] = []
         self._debounce = Debouncer(config.quiet, config.max_wait)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -198,7 +213,7 @@ class Agent:
         self.inventory: Inventory | None = None
         # The last walk with what it was taken under (uevents seen, the facts, the spec), so the
         # plugin's prepare can reuse it while nothing it depends on has changed.
-        self._last_walk: tuple[Inventory, int, FactsStamp, MachineSpec] | None = None
+        self._last_walk: tuple[Inventory, int, FactsStamp, MachineSpec, Claimed] | None = None
         self._uevents_seen = 0
         self._uevent_fd: int | None = None
         self._walked_spec: MachineSpec | None = None
@@ -301,25 +316,29 @@ class Agent:
             return error
         return self._file_spec_error
 
-    def fresh_walk(self) -> Inventory:
+    def fresh_walk(self, *, claimed: Claimed) -> Inventory:
         """An inventory as fresh as a new walk, for the plugin's prepare (any thread).
+
+        The plugin calls it under its lock and passes the claims it holds (``claimed``), so it
+        must not ask the plugin for them.
 
         The last walk is reused when, since its snapshot was taken, no uevent arrived (none was
         read, and none waits unread on the socket), init's facts are the same files with the
         same contents' size and time, and the Machine's spec is the same: the kernel sends a
         uevent whenever a device arrives, leaves or changes its driver, which is all a walk
         reads that can change, so a new walk would find what the last one found. The storage
-        recheck is done on that inventory either way. Otherwise (or without a uevent socket) it
+        recheck is done on that inventory either way. The claims must be the ones the last walk
+        was told. Otherwise (or without a uevent socket) it
         walks again, with a new snapshot."""
         spec = self.machine_spec()
         last = self._last_walk
         if last is not None and self._uevent_fd is not None:
-            inv, seen, stamp, walked_spec = last
+            inv, seen, stamp, walked_spec, walked_claims = last
             if seen == self._uevents_seen and not self._uevent_pending() \
-                    and walked_spec == spec \
+                    and walked_spec == spec and walked_claims == claimed \
                     and facts_stamp(self.config.sources.facts) == stamp:
                 return inv
-        return self.config.sources.walk(spec)
+        return self.config.sources.walk(spec, claimed=claimed)
 
     def _uevent_pending(self) -> bool:
         fd = self._uevent_fd
@@ -330,6 +349,10 @@ class Agent:
         except (OSError, ValueError):
             return True
         return bool(ready)
+
+    def claimed(self) -> Claimed:
+        """The claims prepared on this node, for the agent's own walk (none without a plugin)."""
+        return self.plugin.claimed() if self.plugin is not None else NO_CLAIMS
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -400,6 +423,7 @@ class Agent:
                 else:
                     self.metrics.uevents_ignored.inc()
         walk_now = publish_now = report_now = False
+        claims_only = True  # every walking wake was an ended claim
         if self._wake_r in ready:
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._wake_r, 4096):
@@ -409,11 +433,13 @@ class Agent:
                 publish_now |= reason == Wake.SLICE
                 report_now |= reason == Wake.REPORT
                 walk_now |= reason in _WALKS
+                claims_only &= reason is Wake.CLAIMS or reason not in _WALKS
         if self._stopping:
             return
         if walk_now or self._debounce.due(now):
             self._debounce.clear()
-            self._walk(WalkReason.MACHINE if walk_now else WalkReason.UEVENT)
+            self._walk(WalkReason.UEVENT if not walk_now else
+                       WalkReason.CLAIMS if claims_only else WalkReason.MACHINE)
             return
         if self.publisher is not None and (publish_now or self._due(self.publisher, now)):
             self.publisher.sync()
@@ -424,7 +450,7 @@ class Agent:
                 self._walk(WalkReason.MACHINE)
 
     @staticmethod
-    def _due(side: Any, now: float) -> bool:
+    def _due(side: Publisher | Reporter, now: float) -> bool:
         wait = side.retry_in(now)
         return wait is not None and wait <= 0
 
@@ -435,10 +461,12 @@ class Agent:
         self._walked_spec = spec
         started = time.perf_counter()
         seen, stamp = self._uevents_seen, facts_stamp(self.config.sources.facts)
+        claimed = self.claimed()
         try:
             sources = self.config.sources
             snapshot = sources.snapshot()
-            inv = build_inventory(snapshot, sources.context(spec), memo=sources.memo)
+            inv = build_inventory(snapshot, sources.context(spec), memo=sources.memo,
+                                  claimed=claimed)
         except InputError as exc:  # the tree stopped being a sysfs tree: one line, no traceback
             self.metrics.walk_errors.inc()
             log.error("walk failed: %s", exc)
@@ -451,7 +479,7 @@ class Agent:
         self.metrics.walks.labels(reason=reason).inc()
         self.walks += 1
         self.inventory = inv
-        self._last_walk = (inv, seen, stamp, spec)
+        self._last_walk = (inv, seen, stamp, spec, claimed)
         self._cap(inv)
         devices = devices_json(inv)
         if self.publisher is not None:

@@ -26,6 +26,7 @@ ONLY_RESERVED = "only reserved nodes"
 FACTS_UNREADABLE = "facts unreadable"
 OVER_CAP = f"past the {MAX_DEVICES} cap"
 HELD_BY_PROGRAM = "held by a program through usbfs"
+HELD_BY_CLAIM = "held by a claim"
 FOLDED = "folded into another device"
 ONLY_WITHHELD = "only withheld nodes"
 SERIAL_UNATTACHED = "serial line not attached"
@@ -78,6 +79,28 @@ class LeftOut:
     def to_json(self) -> dict[str, object]:
         return {"path": self.node.path, "major": self.node.major, "minor": self.node.minor,
                 "hostPath": "/dev/" + self.host_name, "owner": self.owner, "why": self.why()}
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """The devices that claims prepared on this node hold, by the names they were allocated.
+
+    Only the node's agent and its kubelet plugin know them (the plugin's state); offline commands
+    pass none, so ``scan`` may differ from the agent's slice while such a claim is held. Two rules
+    read them: a claimed USB device keeps its shape until its claim ends (decisions, "Delivery"),
+    and the 128 cap keeps what is claimed (decisions, "Which hardware is considered").
+    """
+
+    names: frozenset[str] = frozenset()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+
+NO_CLAIMS = Claimed()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +168,10 @@ class Inventory:
     unclaimed: tuple[Unclaimed, ...]
     overflow: tuple[str, ...] = ()  # names dropped past the cap
     facts: Facts = field(default_factory=lambda: Facts(frozenset()))
-    # Devices withheld only because a libusb program holds the interface: present hardware whose
-    # claim keeps its usbfs node (devices.txt: USB devices). Name -> nodes.
+    # Present hardware that is not in the slice only because it is in use: a libusb program
+    # holds its interface (seed, "USB devices"), or a claim prepared on this node holds the
+    # device and keeps its shape (decisions, "Delivery"). Name -> the nodes its claim keeps
+    # (the device's current usbfs node). The plugin resolves these as present, not absent.
     held: Mapping[str, tuple[DevNode, ...]] = field(default_factory=dict)
 
     @property

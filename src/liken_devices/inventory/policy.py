@@ -5,18 +5,28 @@ publishes").
 each piece by the rules of its seed section (PCI functions and board devices here, USB devices in
 :mod:`.usb`, the nodes of one piece in :mod:`.publish`, with :mod:`.reserved` and
 :mod:`.sharing`), names the devices (:mod:`.names`) and applies the cap (seed, "Limits"): at most
-128 devices, the rest dropped and counted.
+128 devices, the rest dropped and counted. The claims prepared on this node (``claimed``) keep a
+claimed USB device's shape and are kept first under the cap (:mod:`.claims`).
 """
 
 from __future__ import annotations
 
 from ..sysfs.model import Snapshot
 from .attributes import AttributeMemo, AttributeReader, pci_class
+from .claims import cap
 from .context import Context
 from .hardware import Hardware, HardwareTree
 from .ledger import Ledger
 from .limits import MAX_DEVICES
-from .model import BUS_STRUCTURE, OVER_CAP, Inventory, Outcome, PublishedDevice
+from .model import (
+    BUS_STRUCTURE,
+    NO_CLAIMS,
+    OVER_CAP,
+    Claimed,
+    Inventory,
+    Outcome,
+    PublishedDevice,
+)
 from .names import device_name, unique_names
 from .network import is_usb_host_controller
 from .publish import NodePublisher
@@ -30,17 +40,20 @@ PCI_BRIDGE_BASE_CLASS = 0x06
 
 
 def build_inventory(snapshot: Snapshot, context: Context | None = None, *,
-                    memo: AttributeMemo | None = None) -> Inventory:
+                    memo: AttributeMemo | None = None,
+                    claimed: Claimed = NO_CLAIMS) -> Inventory:
     """The devices a node publishes for this snapshot, and why the rest is not published.
 
     ``memo`` carries what earlier walks computed (a :class:`~.sources.Sources` holds one); the
-    answer is the same without it.
+    answer is the same without it. ``claimed``: the devices the claims prepared on this node
+    hold (the agent and the plugin know them; offline commands pass none).
     """
     ctx = context or Context()
     tree = HardwareTree(snapshot)
     ledger = Ledger(AttributeReader(tree, ctx.catalogs, memo), ctx.catalogs)
     publisher = NodePublisher(ledger, snapshot, ctx.facts)
-    usb = UsbRules(tree, publisher, serial_lines(tree, ctx.machine.serio), ctx.machine.modules)
+    usb = UsbRules(tree, publisher, serial_lines(tree, ctx.machine.serio), ctx.machine.modules,
+                   claimed)
     for hw in sorted(tree.hardware.values(), key=lambda h: h.path):
         if hw.kind == "pci":
             _decide_pci(hw, publisher)
@@ -48,7 +61,7 @@ def build_inventory(snapshot: Snapshot, context: Context | None = None, *,
             usb.decide(hw)
         elif hw.kind == "board":
             _decide_board(hw, publisher)
-    return _finish(ledger, ctx)
+    return _finish(ledger, ctx, claimed)
 
 
 def _decide_pci(hw: Hardware, publisher: NodePublisher) -> None:
@@ -71,8 +84,9 @@ def _decide_board(hw: Hardware, publisher: NodePublisher) -> None:
         publisher.if_driven(hw)
 
 
-def _finish(ledger: Ledger, ctx: Context) -> Inventory:
-    """Unique names, then the cap (seed "Limits")."""
+def _finish(ledger: Ledger, ctx: Context, claimed: Claimed) -> Inventory:
+    """Unique names, then the cap (seed "Limits"; decisions "The 128 cap keeps what is
+    claimed")."""
     ordered = sorted(ledger.candidates, key=lambda c: (c.hw.path, c.suffix))
     names = unique_names((c.hw.bus, c.hw.address, c.suffix) for c in ordered)
     published: list[PublishedDevice] = []
@@ -84,7 +98,7 @@ def _finish(ledger: Ledger, ctx: Context) -> Inventory:
         published.append(PublishedDevice(name, c.attributes, c.nodes, c.shareable,
                                          c.hw.path, c.kind, c.left_out))
     published.sort(key=lambda d: d.name)
-    kept, overflow = published[:MAX_DEVICES], published[MAX_DEVICES:]
+    kept, overflow = cap(published, claimed)
     outcomes = ledger.outcomes
     if overflow or renamed:
         outcomes = _renamed_or_dropped(outcomes, renamed, {d.name for d in overflow})

@@ -21,7 +21,7 @@ from ..sysfs.umockdev import load_recording
 from .attributes import AttributeMemo
 from .catalogs import Catalogs
 from .context import Context
-from .model import Facts, Inventory, MachineSpec
+from .model import NO_CLAIMS, Claimed, Facts, Inventory, MachineSpec
 from .policy import build_inventory
 
 # A role's ``device`` file holds a kernel block device name: at most 31 characters (the
@@ -180,6 +180,8 @@ class Sources:
             return load_recording(self.recording)
         return read_sysfs(self.sysfs)
 
-    def walk(self, machine: MachineSpec | None = None) -> Inventory:
-        """One fresh walk: snapshot, context, policy."""
-        return build_inventory(self.snapshot(), self.context(machine), memo=self.memo)
+    def walk(self, machine: MachineSpec | None = None, *,
+             claimed: Claimed = NO_CLAIMS) -> Inventory:
+        """One fresh walk: snapshot, context, policy (``claimed``: see :class:`.model.Claimed`)."""
+        return build_inventory(self.snapshot(), self.context(machine), memo=self.memo,
+                               claimed=claimed)

@@ -5,7 +5,8 @@ A USB device's driven interfaces publish as their own devices, each with the dev
 node; a device with no driver on any interface publishes whole for libusb; an interface a
 program holds through usbfs leaves the slice; a Bluetooth radio publishes one device with a
 fixed set of nodes; the serial line a ``spec.serio`` entry names publishes ``-cec`` and
-``-input`` and never its tty or the usbfs node. Hubs and root hubs are bus structure.
+``-input`` and never its tty or the usbfs node. Hubs and root hubs are bus structure. A device
+a claim prepared on this node holds keeps its shape until the claim ends (:mod:`.claims`).
 """
 
 from __future__ import annotations
@@ -16,14 +17,18 @@ from typing import NamedTuple
 from ..sysfs.model import DevNode, SysDevice
 from .attributes import clean_string, usb_device_class, usb_ids, usb_interface_class
 from .bluetooth import bluetooth_nodes, legacy_event_devices
+from .claims import claimed_interfaces, holds_whole
 from .hardware import Hardware, HardwareTree
 from .model import (
     BUS_STRUCTURE,
     FOLDED,
+    HELD_BY_CLAIM,
     HELD_BY_PROGRAM,
+    NO_CLAIMS,
     NO_DRIVER,
     NO_NODE,
     ONLY_RESERVED,
+    Claimed,
     SerioEntry,
 )
 from .names import device_name
@@ -76,8 +81,9 @@ class UsbRules:
     """Decides each USB device of one walk and its interfaces."""
 
     def __init__(self, tree: HardwareTree, publisher: NodePublisher, serial: SerialLines,
-                 modules: Iterable[str]) -> None:
+                 modules: Iterable[str], claimed: Claimed = NO_CLAIMS) -> None:
         self.tree = tree
+        self.claimed = claimed
         self.publisher = publisher
         self.ledger = publisher.ledger
         self.serial = serial
@@ -88,13 +94,16 @@ class UsbRules:
         ifaces = self.tree.interfaces(hw.path)
         if self._bus_structure(hw, ifaces):
             return
-        if not any(i.dev.driver for i in ifaces):
-            self._whole(hw, ifaces)
-            return
         # No usbfs for a USB device the machine depends on (decisions, "Which hardware is
         # considered"): usbfs has no interface boundary, so through a sibling's claim a pod
         # could detach usb-storage from the system disk or reset the device under the console.
         usbfs = None if self.machine_depends(hw, ifaces) else hw.dev.node
+        if self._held_whole(hw, ifaces, usbfs):
+            return
+        kept = claimed_interfaces(ifaces, self.claimed)
+        if not kept and not any(i.dev.driver for i in ifaces):
+            self._whole(hw, ifaces)
+            return
         radio = next((i for i in ifaces if i.dev.driver == "btusb" and i.hci), None)
         for i in ifaces:
             if radio is not None and i is not radio and i.dev.driver == "btusb":
@@ -103,6 +112,8 @@ class UsbRules:
                 # The adapter: its USB device and every btusb interface of it.
                 self._bluetooth(i, usbfs, {hw.path, *(x.path for x in ifaces
                                                       if x.dev.driver == "btusb")})
+            elif i.path in kept and not i.dev.driver:
+                self._held_interface(i, usbfs, kept[i.path])
             else:
                 self._interface(i, usbfs)
 
@@ -168,6 +179,37 @@ class UsbRules:
             return ""
         return (f"; in the kernel {' or '.join(modules)} would drive it instead (declaring one "
                 f"replaces the whole device with its driven interface, and ends libusb use)")
+
+    def _held_whole(self, hw: Hardware, ifaces: list[Hardware], usbfs: DevNode | None) -> bool:
+        """decisions "Delivery": a device a claim holds whole stays whole until the claim ends.
+
+        While no interface has a driver it publishes whole as usual (False: not decided here).
+        While a program holds an interface (``usbfs``), or anything binds one, it is in use, not
+        absent: it is out of the slice (seed "USB devices with no kernel driver"), none of its
+        interfaces publishes, and the claim keeps the device's current usbfs node.
+        """
+        if not holds_whole(hw, self.claimed) or not any(i.dev.driver for i in ifaces):
+            return False
+        name = device_name("usb", hw.address)
+        program = any(i.dev.driver == "usbfs" for i in ifaces)
+        self.ledger.outcome(hw, HELD_BY_CLAIM, "a claim holds it whole; " + (
+            "a program holds an interface through usbfs" if program else
+            "an interface has a driver now, but the device keeps its shape until the claim ends"))
+        if usbfs is not None:
+            self.ledger.held[name] = (usbfs,)
+        for i in ifaces:
+            self.ledger.outcome(i, HELD_BY_CLAIM, f"interface of {name}, which a claim holds "
+                                "whole")
+        return True
+
+    def _held_interface(self, hw: Hardware, usbfs: DevNode | None, names: list[str]) -> None:
+        """decisions "Delivery": a claimed interface its program left (no driver) keeps its
+        shape: not published, the device not whole, the claim keeps the current usbfs node."""
+        self.ledger.outcome(hw, HELD_BY_CLAIM, "no driver (its program left it); a claim holds "
+                            "it, so it keeps its shape until the claim ends")
+        if usbfs is not None:
+            for name in names:
+                self.ledger.held[name] = (usbfs,)
 
     def _interface(self, hw: Hardware, usbfs: DevNode | None) -> None:
         """One interface of a device with a driver on some interface (``usbfs`` is None when

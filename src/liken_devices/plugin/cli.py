@@ -1,12 +1,13 @@
 """``liken-devices plugin`` and ``liken-devices claims``: the kubelet plugin from the command line.
 
-``plugin`` runs the plugin on its own (docs/plugin.md, "Command line"): it walks once at start
-and on SIGHUP, reconciles the prepared claims' specs after each walk, and serves until SIGTERM or
-SIGINT. The node agent (``liken-devices run``) embeds the same :class:`~.core.Plugin` and walks on
-uevents instead. ``claims`` lists the prepared claims from the state file with the nodes each
-delivers now; it only reads, so it works beside a running plugin, and a state it cannot read is
-one line and exit 2. ``--seamless-upgrade`` (``plugin`` and ``run``) is the mode in which two
-instances serve the node during a surge upgrade (docs/plugin.md, "Upgrades").
+``plugin`` runs the plugin on its own (docs/plugin.md, "Command line"): it walks once at start,
+on SIGHUP and after an unprepare ended a claim, reconciles the prepared claims' specs after each
+walk, and serves until SIGTERM or SIGINT. The node agent (``liken-devices run``) embeds the same
+:class:`~.core.Plugin` and walks on uevents instead. ``claims`` lists the prepared claims from the
+state file with the nodes each delivers now, walking with those claims as the plugin does; it
+only reads, so it works beside a running plugin, and a state it cannot read is one line and exit
+2. ``--seamless-upgrade`` (``plugin`` and ``run``) is the mode in which two instances serve the
+node during a surge upgrade (docs/plugin.md, "Upgrades").
 """
 
 from __future__ import annotations
@@ -104,9 +105,9 @@ def run_plugin(args: argparse.Namespace) -> int:
     config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
                           sysfs=None if args.recording else sources.sysfs, pod_uid=pod_uid)
-    plugin = Plugin(config, walk=sources.walk, kube_client=client)
     stop = threading.Event()
     rewalk = threading.Event()
+    plugin = Plugin(config, walk=sources.walk, kube_client=client, on_release=rewalk.set)
 
     def on_term(signum: int, frame: object) -> None:
         stop.set()
@@ -127,7 +128,7 @@ def run_plugin(args: argparse.Namespace) -> int:
             if stop.is_set():
                 break
             try:
-                plugin.reconcile(sources.walk())
+                plugin.reconcile(sources.walk(claimed=plugin.claimed()))
             except Exception:
                 log.exception("walk or reconcile failed")
     finally:
@@ -165,10 +166,12 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
 
 def run_claims(args: argparse.Namespace) -> int:
     from ..cliargs import sources_from_args
-    from .state import StateError
+    from .state import StateError, claimed_in
 
     try:
-        view = claims_view(args.state_dir, sources_from_args(args).walk())
+        # The walk knows the prepared claims, as the plugin's does (docs/plugin.md).
+        inv = sources_from_args(args).walk(claimed=claimed_in(args.state_dir))
+        view = claims_view(args.state_dir, inv)
     except StateError as e:
         print(f"liken-devices claims: {e} (a plugin rebuilds it from the CDI specs at its "
               "next start)", file=sys.stderr)

@@ -11,10 +11,15 @@ decisions.md ("Delivery") and the kubelet's DRA plugin API (KEP-4381; the Go hel
   now reserves, and the storage recheck (the inventory never publishes a disk that backs a role,
   so an allocation from an older slice cannot deliver one). A claim that is already prepared is
   prepared again idempotently, keeping the nonexistent path of a device that is away.
+* Every walk knows the prepared claims (:meth:`Plugin.claimed`), because they shape what is
+  published: a claimed USB device keeps its shape until its claim ends, and the 128 cap keeps
+  what is claimed (decisions.md, "Delivery" and "Which hardware is considered"). A device the
+  walk keeps for its claim without publishing it (``Inventory.held``) resolves as present.
 * The state is saved before the spec is written and the spec deleted before the state forgets the
   claim, so no spec exists that the plugin does not know how to remove.
 * Unprepare gives the claim's USB interfaces back to the kernel (devices.txt, "USB devices"),
   deletes the spec and forgets the claim; a claim it never saw, or whose spec is gone, succeeds.
+  Then it asks for a walk (``on_release``): the next walk publishes what the kernel then shows.
 * The reconcile pass, run after every walk, rewrites each prepared claim's spec with the current
   nodes and their host mode and owner (``cdi``), or with a nonexistent path while a device is
   away, touching only files that differ.
@@ -35,17 +40,15 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from ..inventory.model import Claimed, Inventory, PublishedDevice
 from ..sysfs.model import DevNode
 from . import cdi, usb
 from .cdi import DRIVER, Delivery, SpecError
 from .claims import ClaimError, KubeClient, fetch_results
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
-from .state import PreparedClaim, PreparedDevice, StateLockTimeout, StateStore
-
-if TYPE_CHECKING:
-    from ..inventory.model import Inventory
+from .state import PreparedClaim, PreparedDevice, StateLockTimeout, StateStore, claimed_by
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +146,10 @@ class _Health:
     devices: tuple[DeviceHealthState, ...] = ()
 
 
-Walk = Callable[[], "Inventory"]
+class Walk(Protocol):
+    """A fresh walk of the node's hardware, shaped by the claims prepared on it."""
+
+    def __call__(self, *, claimed: Claimed) -> Inventory: ...
 
 
 class PluginMetrics(Protocol):
@@ -163,14 +169,20 @@ class _NoMetrics:
 
 
 class Plugin:
-    """The liken.sh kubelet plugin. See the package docstring for how the agent embeds it."""
+    """The liken.sh kubelet plugin. See the package docstring for how the agent embeds it.
+
+    ``on_release`` is called (outside the lock, from the unpreparing thread) after an unprepare
+    forgot a claim: the devices it held may publish differently now, so the embedder walks.
+    """
 
     def __init__(self, config: PluginConfig, walk: Walk, kube_client: KubeClient | None,
-                 metrics: PluginMetrics | None = None) -> None:
+                 metrics: PluginMetrics | None = None, *,
+                 on_release: Callable[[], object] | None = None) -> None:
         self.config = config
         self._metrics: PluginMetrics = metrics or _NoMetrics()
         self._walk = walk
         self._kube = kube_client
+        self.on_release = on_release
         self._lock = threading.Lock()
         self._state = StateStore(config.state_dir, config.cdi_dir, config.node)
         self._health = _Health()
@@ -281,9 +293,9 @@ class Plugin:
     def _prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareOutcome]:
         """NodePrepareResources: one outcome per claim UID; errors in band.
 
-        The claims are read from the API concurrently and before the lock;
-        under the lock one fresh walk resolves them all, the state is saved once with every
-        resolved claim, and then each claim's spec is written.
+        The claims are read from the API concurrently and before the lock; under the lock one
+        fresh walk (told the claims already prepared) resolves them all, the state is saved once
+        with every resolved claim, and then each claim's spec is written.
         """
         self.load()
         out: dict[str, PrepareOutcome] = {}
@@ -301,7 +313,7 @@ class Plugin:
                     out[c.uid] = PrepareOutcome(error=busy)
                 return out
             try:
-                inv = self._walk()
+                inv = self._walk(claimed=self._claimed_locked())
             except Exception as e:
                 log.exception("walk for prepare failed")
                 for c, _ in fetched:
@@ -406,7 +418,7 @@ class Plugin:
             self._state.claims[uid] = existing
 
     def _resolve(self, c: ClaimRef, results: Sequence[Any], inv: Inventory,
-                 by_name: dict[str, Any]) -> PreparedClaim:
+                 by_name: dict[str, PublishedDevice]) -> PreparedClaim:
         """The claim as the fresh walk delivers it, or :class:`ClaimError`."""
         existing = self._state.claims.get(c.uid)
         names = sorted({r.device for r in results})
@@ -420,7 +432,7 @@ class Plugin:
             if now:
                 nodes[n] = list(now)
                 present[n] = True
-                source = getattr(by_name.get(n), "source", None)
+                source = _source(by_name, n)
                 interfaces.update(usb.interfaces_for(self.config.sysfs, source, now))
             elif existing is not None and existing.nodes.get(n):
                 # Prepared before and away now: keep the nonexistent path (devices.txt, USB
@@ -453,6 +465,7 @@ class Plugin:
         with self._exclusive() as busy:
             if busy:
                 return {c.uid: busy for c in claims}
+            before = set(self._state.claims)
             for c in claims:
                 try:
                     cdi.check_uid(c.uid)
@@ -479,7 +492,13 @@ class Plugin:
                     out[c.uid] = ""
                 except OSError as e:
                     out[c.uid] = f"unpreparing claim {c.uid}: {e}"
+            released = before != set(self._state.claims)
             self._update_health_locked()
+        if released and self.on_release is not None:
+            try:
+                self.on_release()
+            except Exception:
+                log.exception("asking for a walk after unprepare")
         return out
 
     # -- reconcile -------------------------------------------------------------------------------
@@ -501,12 +520,12 @@ class Plugin:
                         is_present = bool(now)
                         if now and list(now) != claim.nodes.get(n):
                             claim.nodes[n] = list(now)
-                            source = getattr(by_name.get(n), "source", None)
+                            source = _source(by_name, n)
                             more = set(usb.interfaces_for(self.config.sysfs, source, now))
                             claim.usb_interfaces = sorted(more | set(claim.usb_interfaces))
                             dirty = True
                         elif now and claim.rebuilt:  # its spec did not say which interfaces
-                            source = getattr(by_name.get(n), "source", None)
+                            source = _source(by_name, n)
                             more = set(usb.interfaces_for(self.config.sysfs, source, now))
                             if not more <= set(claim.usb_interfaces):
                                 claim.usb_interfaces = sorted(more | set(claim.usb_interfaces))
@@ -527,6 +546,15 @@ class Plugin:
         return written
 
     # -- views -----------------------------------------------------------------------------------
+
+    def claimed(self) -> Claimed:
+        """The devices the prepared claims hold: every walk of this node takes them."""
+        self.load()
+        with self._lock:
+            return self._claimed_locked()
+
+    def _claimed_locked(self) -> Claimed:
+        return claimed_by(self._state.claims.values())
 
     def prepared(self) -> dict[str, PreparedClaim]:
         self.load()
@@ -564,8 +592,14 @@ class Plugin:
                 self._health.cond.notify_all()
 
 
-def _by_name(inv: Inventory) -> dict[str, Any]:
+def _by_name(inv: Inventory) -> dict[str, PublishedDevice]:
     return {d.name: d for d in inv.devices}
+
+
+def _source(by_name: dict[str, PublishedDevice], name: str) -> str | None:
+    """The sysfs path behind a published device (None for one the walk holds unpublished)."""
+    d = by_name.get(name)
+    return d.source if d is not None else None
 
 
 def _deliveries(claim: PreparedClaim) -> list[Delivery]:

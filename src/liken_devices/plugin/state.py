@@ -34,16 +34,19 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..files import make_dir, read_bounded, sweep_temp, write_atomic
 from ..sysfs.model import DevNode
 from . import cdi
 from .cdi import SpecError
+
+if TYPE_CHECKING:
+    from ..inventory.model import Claimed
 
 log = logging.getLogger(__name__)
 
@@ -496,3 +499,16 @@ def read_state(directory: Path) -> dict[str, PreparedClaim]:
         return parse_state(raw)
     except StateError as e:
         raise StateError(f"{path}: {e}") from None
+
+
+def claimed_by(claims: Iterable[PreparedClaim]) -> Claimed:
+    """The devices ``claims`` hold, as every walk of this node takes them (decisions.md,
+    "Delivery": a claimed USB device keeps its shape; "The 128 cap keeps what is claimed")."""
+    from ..inventory.model import Claimed
+
+    return Claimed(frozenset(n for c in claims for n in c.device_names()))
+
+
+def claimed_in(directory: Path) -> Claimed:
+    """The claims a running plugin last saved, as a walk takes them (``liken-devices claims``)."""
+    return claimed_by(read_state(directory).values())

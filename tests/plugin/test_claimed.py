@@ -1,0 +1,158 @@
+"""The plugin shares its prepared claims with every walk (decisions, "Delivery": a claimed USB
+device keeps its shape until its claim ends; "The 128 cap keeps what is claimed").
+
+The plugin's prepare walk is told the claims already prepared, an unprepare asks its embedder for
+a walk, ``liken-devices claims`` walks with the state's claims, and a whole-device claim whose
+program holds an interface is in use, not absent (the real inventory over a built tree).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from liken_devices.cli import main
+from liken_devices.inventory import Sources
+from liken_devices.inventory.model import NO_CLAIMS, Claimed, Inventory
+from tests.support.fakeapi import FakeApiServer
+from tests.support.sysfs_builder import SysfsBuilder
+
+from .conftest import Hardware, new_claim
+from .kubelet import TestKubelet
+
+
+def test_the_prepare_walk_knows_the_claims_already_prepared(
+        api: FakeApiServer, plugin: Any, kubelet: TestKubelet, hardware: Hardware) -> None:
+    first = new_claim(api, ["usb-1-2-1-0", "pnp-00-01"])
+    assert kubelet.prepare([first])[first[1]].error == ""
+    assert hardware.claimed[-1] == NO_CLAIMS
+    second = new_claim(api, ["usb-1-3"])
+    assert kubelet.prepare([second])[second[1]].error == ""
+    assert hardware.claimed[-1] == Claimed(frozenset({"usb-1-2-1-0", "pnp-00-01"}))
+    assert plugin.claimed() == Claimed(frozenset({"usb-1-2-1-0", "pnp-00-01", "usb-1-3"}))
+    assert kubelet.unprepare([first]) == {first[1]: ""}
+    assert plugin.claimed() == Claimed(frozenset({"usb-1-3"}))
+
+
+def test_an_unprepare_that_ends_a_claim_asks_for_a_walk(
+        api: FakeApiServer, make_plugin: Any) -> None:
+    asked: list[str] = []
+    p = make_plugin()
+    p.on_release = lambda: asked.append("walk")
+    k = TestKubelet(p.config.registration_socket)
+    k.register()
+    try:
+        claim = new_claim(api, ["usb-1-2-1-0"])
+        assert k.prepare([claim])[claim[1]].error == ""
+        assert asked == []
+        never = ("default", "0b7c3a57-93a1-4a8e-9f0d-7a3cd3d3c0de", "never")
+        assert k.unprepare([never]) == {never[1]: ""}
+        assert asked == []  # nothing was held: nothing publishes differently
+        assert k.unprepare([claim]) == {claim[1]: ""}
+        assert asked == ["walk"]
+    finally:
+        k.close()
+
+
+class Reader:
+    """A machine with a libusb device (no kernel driver: published whole) on port 1-3."""
+
+    def __init__(self, root: Path) -> None:
+        self.b = SysfsBuilder(root / "sys")
+        for d in ("facts/storage", "mods", "hw"):
+            (root / d).mkdir(parents=True)
+        self.sources = Sources(sysfs=root / "sys", facts=root / "facts",
+                               modules_dir=root / "mods", hwdata_dir=root / "hw")
+        self.usb = self.b.usb_device("1-3", devnum=5)
+        self.iface = self.b.usb_interface(self.usb, "1.0", driver=None, cls=0x0B)
+
+    def walk(self, *, claimed: Claimed = NO_CLAIMS) -> Inventory:
+        return self.sources.walk(claimed=claimed)
+
+
+@pytest.fixture
+def reader(tmp_path: Path) -> Reader:
+    return Reader(tmp_path / "m")
+
+
+def spec_nodes(cdi_dir: Path, uid: str, device: str) -> list[dict[str, Any]]:
+    spec = json.loads((cdi_dir / f"liken.sh-{uid}.json").read_text())
+    (d,) = [d for d in spec["devices"] if d["name"] == f"{uid}-{device}"]
+    return list(d["containerEdits"]["deviceNodes"])
+
+
+def test_a_whole_device_claim_whose_program_holds_an_interface_is_in_use_not_absent(
+        api: FakeApiServer, make_plugin: Any, reader: Reader) -> None:
+    plugin = make_plugin(walk=reader.walk, sysfs=reader.sources.sysfs)
+    k = TestKubelet(plugin.config.registration_socket)
+    k.register()
+    try:
+        assert [d.name for d in reader.walk().devices] == ["usb-1-3"]
+        claim = new_claim(api, ["usb-1-3"])
+        uid = claim[1]
+        assert k.prepare([claim])[uid].error == ""
+        usbfs = {"path": "/dev/bus/usb/001/005", "type": "c", "major": 189, "minor": 4}
+
+        def nodes() -> list[dict[str, Any]]:
+            return [{key: n[key] for key in ("path", "type", "major", "minor") if key in n}
+                    for n in spec_nodes(plugin.config.cdi_dir, uid, "usb-1-3")]
+
+        assert nodes() == [usbfs]
+        # pcscd in the pod claims the reader's interface: the kernel shows usbfs as its driver.
+        reader.b.set_driver(reader.iface, "usb", "usbfs")
+        inv = reader.walk(claimed=plugin.claimed())
+        assert [d.name for d in inv.devices] == []  # it left the slice (seed), both shapes
+        plugin.reconcile(inv)
+        assert nodes() == [usbfs]
+        assert [(d.device, d.healthy) for d in plugin.health()[1]] == [("usb-1-3", True)]
+        # A prepare again (the kubelet's retry) still resolves it.
+        assert k.prepare([claim])[uid].error == ""
+        # Without the claim (an offline scan) the device is held by a program, not published.
+        assert "usb-1-3" not in reader.walk().held
+        # The program lets go: the device returns to the slice whole.
+        reader.b.set_driver(reader.iface, "usb", None)
+        inv = reader.walk(claimed=plugin.claimed())
+        assert [d.name for d in inv.devices] == ["usb-1-3"]
+        plugin.reconcile(inv)
+        assert nodes() == [usbfs]
+        assert k.unprepare([claim]) == {uid: ""}
+    finally:
+        k.close()
+
+
+def test_the_claims_command_walks_with_the_prepared_claims(
+        api: FakeApiServer, make_plugin: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        ) -> None:
+    root = tmp_path / "m"
+    b = SysfsBuilder(root / "sys")
+    for d in ("facts/storage", "mods", "hw"):
+        (root / d).mkdir(parents=True)
+    sources = Sources(sysfs=root / "sys", facts=root / "facts", modules_dir=root / "mods",
+                      hwdata_dir=root / "hw")
+    usb = b.usb_device("1-2", devnum=4)
+    iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+    hidraw = b.node(iface, "hidraw", "hidraw0", 242, 0, subdir="hidraw")
+    plugin = make_plugin(walk=sources.walk, sysfs=sources.sysfs)
+    k = TestKubelet(plugin.config.registration_socket)
+    k.register()
+    try:
+        claim = new_claim(api, ["usb-1-2-1-0"])
+        assert k.prepare([claim])[claim[1]].error == ""
+        # The program held the interface and exited: only the claim keeps the device's shape.
+        b.remove(hidraw)
+        b.set_driver(iface, "usb", None)
+        args = ["claims", "-o", "json", "--state-dir", str(plugin.config.state_dir),
+                "--sysfs", str(root / "sys"), "--facts", str(root / "facts"),
+                "--modules-dir", str(root / "mods"), "--hwdata-dir", str(root / "hw")]
+        assert main(args) == 0
+        (view,) = json.loads(capsys.readouterr().out)
+        (device,) = view["devices"]
+        assert device["present"] is True
+        assert device["nodes"] == [{"path": "/dev/bus/usb/001/004", "type": "c", "major": 189,
+                                    "minor": 3}]
+        assert k.unprepare([claim]) == {claim[1]: ""}
+    finally:
+        k.close()
