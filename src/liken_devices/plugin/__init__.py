@@ -17,19 +17,26 @@ Contract for the node agent (``liken-devices run``) that embeds the plugin::
 
     plugin = Plugin(PluginConfig(node=node_name, cdi_dir=..., state_dir=..., plugin_dir=...,
                                  registry_dir=..., sysfs=sources.sysfs),
-                    walk=lambda: sources.walk(machine),   # a FRESH walk, called under the lock
-                    kube_client=lightkube.Client(...))     # .get(ResourceClaim, name, namespace=)
+                    walk=lambda *, claimed: sources.walk(machine, claimed=claimed),  # FRESH
+                    kube_client=lightkube.Client(...),     # .get(ResourceClaim, name, namespace=)
+                    on_release=lambda: wake_a_walk())      # an unprepare ended a claim
     plugin.start()          # locks and loads the state, serves dra.sock, then registration
     ...
-    inv = sources.walk(machine)
+    inv = sources.walk(machine, claimed=plugin.claimed())  # claims shape every walk
     publish(inv)            # the agent's slice
     plugin.reconcile(inv)   # after EVERY walk: rewrites prepared claims' specs (only if changed)
     ...
     plugin.stop()           # on SIGTERM: both sockets removed; state and specs stay
 
 * ``walk`` is called once per NodePrepareResources call (not per claim), under the plugin's
-  lock, from a gRPC worker thread; it must be thread-safe with respect to the agent's own walks
-  (``Sources.walk`` builds a new snapshot each time, which is).
+  lock, from a gRPC worker thread, with ``claimed=`` the claims already prepared (it must not
+  call ``plugin.claimed()`` itself: the lock is held); it must be thread-safe with respect to
+  the agent's own walks (``Sources.walk`` builds a new snapshot each time, which is).
+* ``claimed()`` takes the lock; the agent passes it to each of its own walks, because a claimed
+  USB device keeps its shape until its claim ends and the 128 cap keeps what is claimed
+  (decisions, "Delivery" and "Which hardware is considered").
+* ``on_release`` is called after an unprepare ended a claim, outside the lock: the embedder
+  walks again, so what the claim held is published as the kernel now shows it.
 * ``reconcile(inv)`` takes the same lock; it may be called from any thread. It never calls
   ``walk`` itself.
 * ``kube_client`` may be None (prepare then fails every claim in band, unprepare still works).
