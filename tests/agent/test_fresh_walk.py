@@ -1,6 +1,6 @@
 """The plugin's prepare reuses the agent's last walk only while a new walk would find the same:
-no uevent since its snapshot (read or waiting unread), the same facts, the same Machine spec
-(docs/plugin.md, "How fresh a prepare's inventory is")."""
+no uevent since its snapshot (read or waiting unread), the same facts, the same Machine spec,
+the same prepared claims (docs/plugin.md, "How fresh a prepare's inventory is")."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from liken_devices.inventory.model import NO_CLAIMS, Claimed
 from tests.support.fakeapi import FakeApiServer
 
 from .node import FixtureNode, is_root, synthetic_uevent
@@ -27,7 +28,7 @@ def reused_once(agent: Any, seconds: float = 30.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         last = agent.inventory
-        if last is not None and agent.fresh_walk() is last:
+        if last is not None and agent.fresh_walk(claimed=NO_CLAIMS) is last:
             return True
         time.sleep(0.2)
     return False
@@ -38,11 +39,14 @@ def test_a_quiet_node_reuses_the_last_walk(api: FakeApiServer, node: FixtureNode
     run = start(api, node, tmp_path)
     try:
         agent = run.agent
-        first = agent.fresh_walk()
+        first = agent.fresh_walk(claimed=NO_CLAIMS)
         # Other uevents of this machine may arrive at any time (each makes prepare walk): wait
         # for a quiet moment after a walk, in which prepare reuses it.
         assert reused_once(agent)
         assert [d.name for d in first.devices] == [d.name for d in agent.inventory.devices]
+        # Other claims shape the walk (a claimed USB device keeps its shape): a new walk.
+        last = agent.inventory
+        assert agent.fresh_walk(claimed=Claimed(frozenset({"usb-1-2"}))) is not last
     finally:
         run.stop()
 
@@ -57,7 +61,7 @@ def test_a_uevent_or_new_facts_make_prepare_walk_again(api: FakeApiServer, node:
         # A uevent the loop has not read yet: the socket has data, so prepare walks itself.
         name = node.plug_usb(3)
         synthetic_uevent("add")
-        fresh = agent.fresh_walk()
+        fresh = agent.fresh_walk(claimed=NO_CLAIMS)
         assert fresh is not last
         assert name in [d.name for d in fresh.devices]
         # Once the loop has walked after it and the node is quiet again, reuse resumes.
@@ -68,7 +72,7 @@ def test_a_uevent_or_new_facts_make_prepare_walk_again(api: FakeApiServer, node:
         role = node.facts / "storage" / "system"
         role.mkdir()
         (role / "device").write_text("sda1\n")
-        assert agent.fresh_walk() is not quiet
+        assert agent.fresh_walk(claimed=NO_CLAIMS) is not quiet
     finally:
         run.stop()
 
@@ -77,4 +81,4 @@ def test_without_a_uevent_socket_prepare_always_walks(node: FixtureNode) -> None
     from liken_devices.agent.runner import Agent, AgentConfig
 
     agent = Agent(AgentConfig(node="n", sources=node.sources()))
-    assert agent.fresh_walk() is not agent.fresh_walk()
+    assert agent.fresh_walk(claimed=NO_CLAIMS) is not agent.fresh_walk(claimed=NO_CLAIMS)
