@@ -21,6 +21,7 @@ import pytest
 
 from liken_devices.inventory import Sources
 from liken_devices.plugin import Plugin
+from liken_devices.plugin.state import STATE_FILE, render_state
 from tests.support.fakeapi import FakeApiServer
 from tests.support.sysfs_builder import SysfsBuilder
 
@@ -103,10 +104,20 @@ def machine(tmp_path: Path) -> Machine:
     return Machine(tmp_path)
 
 
+def own_state(state_dir: Path) -> None:
+    """An empty state of the test's own. /var/run/cdi is shared by every test running on this
+    machine, and a plugin that finds no state file rebuilds its claims from the specs there: it
+    would take other tests' claims for its own, reconcile them against its tree and remove them."""
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (state_dir / STATE_FILE).write_bytes(render_state({}))
+
+
 @pytest.fixture
-def e2e(make_plugin: Any, machine: Machine) -> Iterator[tuple[Plugin, TestKubelet]]:
+def e2e(make_plugin: Any, machine: Machine, tmp_path: Path) -> Iterator[tuple[Plugin,
+                                                                            TestKubelet]]:
+    own_state(tmp_path / "state")
     p = make_plugin(walk=machine.sources.walk, cdi_dir=CDI_DIR, sweep_orphans=False,
-                    sysfs=machine.sources.sysfs)
+                    sysfs=machine.sources.sysfs, state_dir=tmp_path / "state")
     k = TestKubelet(p.config.registration_socket)
     k.register()
     try:

@@ -23,7 +23,7 @@ from tests.support.sysfs_builder import SysfsBuilder
 
 from .conftest import new_claim
 from .kubelet import TestKubelet
-from .test_podman import CDI_DIR, podman
+from .test_podman import CDI_DIR, own_state, podman
 from .test_podman import _podman_ready as podman_ready
 
 pytestmark = [pytest.mark.root]
@@ -58,9 +58,10 @@ def ups(tmp_path: Path) -> Ups:
 
 
 @pytest.fixture
-def e2e(make_plugin: Any, ups: Ups) -> Iterator[tuple[Any, TestKubelet]]:
+def e2e(make_plugin: Any, ups: Ups, tmp_path: Path) -> Iterator[tuple[Any, TestKubelet]]:
+    own_state(tmp_path / "state")  # not other tests' claims, from the shared /var/run/cdi
     p = make_plugin(walk=ups.sources.walk, cdi_dir=CDI_DIR, sweep_orphans=False,
-                    sysfs=ups.sources.sysfs)
+                    sysfs=ups.sources.sysfs, state_dir=tmp_path / "state")
     k = TestKubelet(p.config.registration_socket)
     k.register()
     try:
