@@ -117,3 +117,12 @@ def test_an_accepted_node_name_makes_a_valid_slice_name(name: str) -> None:
         else:
             with pytest.raises(InputError):
                 node_name(name, {}, "h", driver)
+
+
+def test_liken_media_usage_errors_are_one_line_too() -> None:
+    from liken_devices.media.cli import main as media_main
+
+    for argv in (["scan", "--timeout", "-1"], ["nope"], ["run", "--node"]):
+        out = run_cli(argv, media_main)
+        assert_fails_closed(out, allowed=(2,))
+        assert out.lines[0].startswith("liken-media")

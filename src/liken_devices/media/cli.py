@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from ..cliargs import InputError, node_from_args, sources_from_args
+from ..cliargs import InputError, Parser, node_from_args, sources_from_args
 from ..slices import SliceInvalid
 from .agent import LIKEN_DRIVER, MediaAgent
 from .devices import DRIVER, build_slice, query_devices, render_devices
@@ -62,7 +62,7 @@ DESCRIPTION = ("The media capabilities agent: what each GPU's VA-API driver deco
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="liken-media", description=DESCRIPTION)
+    parser = Parser(prog="liken-media", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="log libva's messages too")
     sub = parser.add_subparsers(dest="command", required=True)
     scan = sub.add_parser("scan", help="ask this machine's render nodes and print the slice")
