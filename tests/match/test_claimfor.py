@@ -185,3 +185,13 @@ def test_scan_to_claim_to_match_on_this_machine(tmp_path: Path,
     out = capsys.readouterr().out
     assert "      request device (DeviceClass liken-usb-5-2-1-0, 1 device):" in out
     assert "=> allocatable: device gets usb-5-2-1-0" in out
+
+
+def test_generated_objects_are_valid_kubernetes_objects() -> None:
+    """What claim-for prints passes the API's schema (strict: no unknown field)."""
+    import kubernetes_validate
+
+    for any_of_kind in (False, True):
+        for obj in generate(twin_slice(), "usb-1-2-1-0", any_of_kind=any_of_kind,
+                            by_address=not any_of_kind).objects:
+            kubernetes_validate.validate(obj, "1.34.0", strict=True)
