@@ -174,6 +174,8 @@ def test_evaluation_errors(env: Env, expression: str, attrs: dict[str, Any],
     ("1", "must evaluate to bool or the unknown type, not int"),
     ('"x"', "must evaluate to bool"),
     ("nosuchvariable == 1", "undeclared reference"),
+    ("device.foo == 1", "undefined field 'foo'"),
+    ("has(device.attribute)", "undefined field 'attribute'"),
     ('device.attributes["d"].x.nosuchfunction()', "undeclared reference"),
     ("", "empty"),
     ("true || " * 2000 + "true", "longer than"),
@@ -196,6 +198,10 @@ def test_compile_errors(env: Env, expression: str, fragment: str) -> None:
 ])
 def test_affordable_comprehensions_compile(env: Env, expression: str) -> None:
     env.compile(expression)
+
+
+def test_field_names_inside_strings_are_not_fields(env: Env) -> None:
+    assert run(env, '"device.foo" != device.driver') == (True, None)
 
 
 def test_invalid_version_attribute_is_reported(env: Env) -> None:

@@ -196,6 +196,10 @@ class Env:
             raise CompileError("the expression is empty")
         if len(expression.encode()) > MAX_EXPRESSION_BYTES:
             raise CompileError(f"the expression is longer than {MAX_EXPRESSION_BYTES} bytes")
+        unknown = _unknown_device_field(expression)
+        if unknown is not None:
+            # Kubernetes declares `device` as an object with these fields only.
+            raise CompileError(f"compilation failed: undefined field '{unknown}'")
         cost = estimated_cost(expression)
         if cost > MAX_COST:
             raise CompileError(f"estimated worst-case cost {cost:.3g} exceeds the limit of "
@@ -472,6 +476,26 @@ def _default_domains(expression: str) -> str:
 
 _MACRO = re.compile(r"\.\s*(?:all|exists|exists_one|existsOne|map|filter|transformList|"
                     r"transformMap|transformMapEntry|sortBy)\s*\(")
+
+
+_DEVICE_FIELD = re.compile(r"device\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
+DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAllocations"})
+
+
+def _unknown_device_field(expression: str) -> str | None:
+    """A field of ``device`` that the Kubernetes environment does not declare, if any."""
+    i, n = 0, len(expression)
+    while i < n:
+        ch = expression[i]
+        if ch in "\"'":
+            i = _string_end(expression, i)
+            continue
+        if i == 0 or not (expression[i - 1].isalnum() or expression[i - 1] in "_."):
+            m = _DEVICE_FIELD.match(expression, i)
+            if m is not None and m.group(1) not in DEVICE_FIELDS:
+                return m.group(1)
+        i += 1
+    return None
 
 
 def estimated_cost(expression: str) -> float:
