@@ -69,7 +69,7 @@ def test_device_numbers_outside_dev_t_make_no_node(major: str, minor: str) -> No
 
 
 @pytest.mark.parametrize("name", ["../mem", "dri/../../mem", "/dev/../mem", "a//b", "x\x00y",
-                                  "./x", "ok\u2028no"])
+                                  "./x", "ok\u2028no", "caf\u00e9", "a b", "x;y"])
 def test_a_device_name_that_leaves_dev_is_refused(name: str) -> None:
     text = ("P: /devices/platform/x/misc/x\nN: " + name
             + "\nE: SUBSYSTEM=misc\nE: MAJOR=10\nE: MINOR=1\n")

@@ -4,8 +4,9 @@ Both readers take text from files an operator hands over (a recording, a tree un
 every value is hostile until parsed. The kernel writes its numbers in ASCII; Python's ``int()``
 also takes ``²``-like Unicode digits, underscores and signs, so numbers are matched against
 ASCII digits first. A device number fits the kernel's ``dev_t`` (12-bit major, 20-bit minor,
-``include/linux/kdev_t.h``). A node's name under ``/dev`` is a relative path of plain
-components: never ``..``, ``.``, an empty component or a control character.
+``include/linux/kdev_t.h``). A node's name under ``/dev`` is a relative path of components made
+of the characters the kernel's names use, never ``.`` or ``..``: the one rule for the readers
+and for the plugin reading a name back from a CDI spec or its state.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ MAX_MINOR = (1 << 20) - 1
 _DEC = re.compile(r"[0-9]{1,20}")
 _HEX = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,16})")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+_DEVNAME = re.compile(r"[A-Za-z0-9_.:+@=,-]{1,255}(/[A-Za-z0-9_.:+@=,-]{1,255}){0,15}")  # fullmatch
 MAX_DEVNAME = 255
 
 
@@ -54,4 +56,6 @@ def devname_problem(name: str) -> str | None:
         return "it is an absolute path"
     if any(part in ("", ".", "..") for part in name.split("/")):
         return "it has an empty, '.' or '..' component"
+    if not _DEVNAME.fullmatch(name):
+        return "it holds a character no kernel device name uses (letters, digits, _.:+@=,-)"
     return None
