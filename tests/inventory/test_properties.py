@@ -11,6 +11,7 @@ shareable, and it delivers render nodes only; every slice passes the validator.
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from liken_devices import DRIVER
 from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, SerioEntry
 from liken_devices.inventory.attributes import usb_ids
 from liken_devices.inventory.policy import build_inventory
+from liken_devices.inventory.sources import read_facts
 from liken_devices.slices import devices_json, make_slice, validate_slice
 from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 from liken_devices.sysfs.reader import read_sysfs
@@ -34,6 +36,7 @@ TPM = re.compile(r"^tpm(rm)?\d+$")
 
 def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
     delivered = [(d, n) for d in inv.devices for n in d.nodes]
+    check_machine_usb_devices(snap, ctx, inv)
     console = set(snap.console)
     roles = ctx.facts.role_partitions
     serio_ttys = serio_lines(snap, ctx.machine)
@@ -128,6 +131,32 @@ def serio_lines(snap: Snapshot, machine: MachineSpec) -> set[str]:
                             x.node.name.startswith("ttyACM"):
                         out.add(x.node.name)
     return out
+
+
+def check_machine_usb_devices(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
+    """No usbfs node of a USB device the machine depends on reaches any claim, by any path (a
+    published device or a held one): one with a role's partition (any block device while the
+    facts are unreadable) or the console in its subtree, or an adapter a serio entry names."""
+    reached = {(n.major, n.minor) for d in inv.devices for n in d.nodes if n.type == "c"}
+    reached |= {(n.major, n.minor) for nodes in inv.held.values() for n in nodes}
+    roles = ctx.facts.role_partitions
+    console = set(snap.console)
+    for usb in snap.devices.values():
+        if usb.subsystem != "usb" or usb.devtype != "usb_device" or usb.node is None:
+            continue
+        below = [x for x in snap.devices.values()
+                 if x.path.startswith(usb.path + "/") and x.node is not None]
+        disk = any(x.node.type == "b" and (roles is None or
+                                           x.node.name.rsplit("/", 1)[-1] in roles)
+                   for x in below if x.node)
+        tty = any(x.node.name in console for x in below if x.node)
+        adapter = any(usb_ids(usb) == (e.vendor, e.product) and e.serial is None
+                      for e in ctx.machine.serio)
+        if disk or tty or adapter:
+            assert (usb.node.major, usb.node.minor) not in reached, \
+                f"{usb.path}'s usbfs node reaches a claim though the machine depends on it"
+    for d in inv.devices:
+        assert not any(n.name.startswith("usbmon") for n in d.nodes), f"{d.name} delivers usbmon"
 
 
 # -- generated machines ---------------------------------------------------------------------------
@@ -287,3 +316,112 @@ def test_invariants_hold_for_every_recording(path: Path) -> None:
         ctx = Context(Facts(roles, None if roles is not None else "unreadable"),
                       MachineSpec(("uhid",), serio))
         check_invariants(snap, ctx, build_inventory(snap, ctx))
+
+
+# -- hostile facts trees and composite USB devices -------------------------------------------
+
+CORRUPTIONS = ["none", "dangling-storage", "looping-storage", "storage-file", "role-file",
+               "role-without-device", "empty-device", "garbage-device", "dangling-device",
+               "two-names"]
+
+
+def write_facts(root: Path, roles: list[str], corruption: str) -> None:
+    """A facts tree naming ``roles``, then broken as ``corruption`` says."""
+    storage = root / "storage"
+    if corruption in ("dangling-storage", "looping-storage", "storage-file"):
+        root.mkdir(parents=True)
+        if corruption == "storage-file":
+            storage.write_text("\n".join(roles))
+        else:
+            storage.symlink_to(storage if corruption == "looping-storage" else root / "gone")
+        return
+    storage.mkdir(parents=True)
+    for i, part in enumerate(roles):
+        (storage / f"role{i}").mkdir()
+        (storage / f"role{i}" / "device").write_text(part + "\n")
+    bad = storage / "broken"
+    if corruption == "role-file":
+        bad.write_text("sda1\n")
+    elif corruption == "role-without-device":
+        bad.mkdir()
+    elif corruption in ("empty-device", "garbage-device", "two-names"):
+        bad.mkdir()
+        (bad / "device").write_text({"empty-device": "", "garbage-device": "../sda\x00",
+                                     "two-names": "sda1 sdb1"}[corruption])
+    elif corruption == "dangling-device":
+        bad.mkdir()
+        (bad / "device").symlink_to(root / "gone")
+
+
+@st.composite
+def composite_usb_machines(draw: st.DrawFn) -> tuple[Snapshot, list[str], str]:
+    """One or two composite USB devices whose interfaces hold disks, serial lines and HID."""
+    devs: dict[str, SysDevice] = {}
+    minor = 0
+    for u in range(draw(st.integers(1, 2))):
+        upath = f"/devices/pci0000:00/0000:00:14.0/usb1/1-{u + 1}"
+        devs[upath] = SysDevice(upath, "usb", "usb", {"DEVTYPE": "usb_device"},
+                                {"idVendor": b"0781", "idProduct": b"5581"},
+                                DevNode(f"bus/usb/001/{u + 2:03d}", "c", 189, u + 1))
+        kinds = draw(st.lists(st.sampled_from(["disk", "tty", "hid", "held", "none"]),
+                              min_size=1, max_size=4))
+        for k, kind in enumerate(kinds):
+            ipath = f"{upath}/1-{u + 1}:1.{k}"
+            driver = {"disk": "usb-storage", "tty": "cdc_acm", "hid": "usbhid",
+                      "held": "usbfs", "none": None}[kind]
+            devs[ipath] = SysDevice(ipath, "usb", driver, {"DEVTYPE": "usb_interface"})
+            minor += 1
+            if kind == "disk":
+                letter = "abcdefgh"[minor % 8]
+                disk = f"{ipath}/host0/block/sd{letter}"
+                devs[disk] = SysDevice(disk, "block", None, {},
+                                       node=DevNode(f"sd{letter}", "b", 8, 16 * minor))
+                for p in (1, 2):
+                    part = f"{disk}/sd{letter}{p}"
+                    devs[part] = SysDevice(part, "block", None, {},
+                                           node=DevNode(f"sd{letter}{p}", "b", 8, 16 * minor + p))
+            elif kind == "tty":
+                tty = f"{ipath}/tty/ttyACM{minor}"
+                devs[tty] = SysDevice(tty, "tty", None, {},
+                                      node=DevNode(f"ttyACM{minor}", "c", 166, minor))
+            elif kind == "hid":
+                raw = f"{ipath}/hidraw/hidraw{minor}"
+                devs[raw] = SysDevice(raw, "hidraw", None, {},
+                                      node=DevNode(f"hidraw{minor}", "c", 240, minor))
+    parts = sorted(d.node.name for d in devs.values()
+                   if d.node and d.node.type == "b" and d.node.name[-1].isdigit())
+    ttys = sorted(d.node.name for d in devs.values() if d.subsystem == "tty" and d.node)
+    console = tuple(draw(st.lists(st.sampled_from(ttys), max_size=1))) if ttys else ()
+    roles = draw(st.lists(st.sampled_from(parts), unique=True)) if parts else []
+    return Snapshot(devs, console), roles, draw(st.sampled_from(CORRUPTIONS))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(composite_usb_machines())
+def test_no_claim_reaches_a_roles_disk_or_the_console_for_any_facts_tree_and_composite_device(
+        machine: tuple[Snapshot, list[str], str]) -> None:
+    """decisions, "Facts fail closed" and "No usbfs for a USB device the machine depends on":
+    whatever the facts tree on disk holds, and however a USB device's interfaces mix disks,
+    serial lines, HID and programs, no claim reaches a role's disk or the console by any node
+    (a published device's, or a held interface's usbfs)."""
+    snap, roles, corruption = machine
+    with tempfile.TemporaryDirectory() as tmp:
+        write_facts(Path(tmp) / "facts", roles, corruption)
+        facts = read_facts(Path(tmp) / "facts")
+    if corruption != "none":
+        assert not facts.readable, corruption
+    else:
+        assert facts.role_partitions == frozenset(roles)
+    ctx = Context(facts)
+    inv = build_inventory(snap, ctx)
+    check_invariants(snap, ctx, inv)
+    # The truth is the roles init meant, whatever the tree says.
+    truth = Context(Facts(frozenset(roles)))
+    check_machine_usb_devices(snap, truth if facts.readable else ctx, inv)
+    reached = [n for d in inv.devices for n in d.nodes]
+    reached += [n for nodes in inv.held.values() for n in nodes]
+    for n in reached:
+        assert n.name not in snap.console
+        if n.type == "b":
+            assert facts.readable and n.name not in roles
+            assert not any(r.startswith(n.name) for r in roles)  # the disk holding a role

@@ -97,12 +97,13 @@ class UsbRules:
         # No usbfs for a USB device the machine depends on (decisions, "Which hardware is
         # considered"): usbfs has no interface boundary, so through a sibling's claim a pod
         # could detach usb-storage from the system disk or reset the device under the console.
-        usbfs = None if self.machine_depends(hw, ifaces) else hw.dev.node
+        depends = self.machine_depends(hw, ifaces)
+        usbfs = None if depends else hw.dev.node
         if self._held_whole(hw, ifaces, usbfs):
             return
         kept = claimed_interfaces(ifaces, self.claimed)
         if not kept and not any(i.dev.driver for i in ifaces):
-            self._whole(hw, ifaces)
+            self._whole(hw, ifaces, depends)
             return
         radio = next((i for i in ifaces if i.dev.driver == "btusb" and i.hci), None)
         for i in ifaces:
@@ -146,15 +147,15 @@ class UsbRules:
                 return f"{i.address} holds the console"
         return None
 
-    def _whole(self, hw: Hardware, ifaces: list[Hardware]) -> None:
+    def _whole(self, hw: Hardware, ifaces: list[Hardware], depends: str | None) -> None:
         """seed "USB devices with no kernel driver": published whole, usbfs only, exclusive."""
         name = device_name("usb", hw.address)
         usbfs = hw.dev.node
-        if hw.path in self.serial.adapters:
-            # seed "Serial-line adapters": the adapter's usbfs node is never delivered, also
-            # before its driver binds; its interfaces wait for their driver.
-            self.ledger.outcome(hw, ONLY_RESERVED, "a serial-line adapter that spec.serio "
-                                "names: its usbfs node is never delivered")
+        if depends:
+            # The machine's (a serial-line adapter's usbfs node is never delivered, also before
+            # its driver binds); its interfaces wait for their driver.
+            self.ledger.outcome(hw, ONLY_RESERVED, f"{depends}: its usbfs node is never "
+                                "delivered")
             for i in ifaces:
                 self.ledger.outcome(i, NO_DRIVER)
                 self.ledger.add_unclaimed(i)
