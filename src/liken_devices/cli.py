@@ -16,10 +16,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import DRIVER, __version__
+from . import __version__
 from .agent import cli as agent_cli
 from .cliargs import InputError, Parser, dump, inputs_parent, node_from_args, sources_from_args
 from .inventory import Inventory, Sources
+from .inventory.limits import DRIVER, MAX_DEVICES
 from .machine import cli as machine_cli
 from .match import cli as match_cli
 from .plugin import cli as plugin_cli
@@ -56,8 +57,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(dump(obj, args.output))
     if inv.overflow:
-        log.warning("%d devices found, %d published: %d dropped past the cap of 128",
-                    inv.total, len(inv.devices), len(inv.overflow))
+        log.warning("%d devices found, %d published: %d dropped past the cap of %d",
+                    inv.total, len(inv.devices), len(inv.overflow), MAX_DEVICES)
     if not inv.facts.readable:
         log.warning("storage facts unreadable (%s): no disk is offered", inv.facts.error)
     return 0
@@ -81,7 +82,7 @@ def table(inv: Inventory) -> str:
     if len(rows) == 1:
         out = "No devices to publish.\n"
     if inv.overflow:
-        out += f"\n{len(inv.overflow)} more devices dropped past the cap of 128.\n"
+        out += f"\n{len(inv.overflow)} more devices dropped past the cap of {MAX_DEVICES}.\n"
     return out
 
 
@@ -147,8 +148,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         out.append(f"Storage facts unreadable ({inv.facts.error}): no disk is offered.")
     if inv.overflow:
         out.append("")
-        out.append(f"{inv.total} devices found; {len(inv.overflow)} dropped past the cap of 128: "
-                   + ", ".join(inv.overflow))
+        out.append(f"{inv.total} devices found; {len(inv.overflow)} dropped past the cap of "
+                   f"{MAX_DEVICES}: " + ", ".join(inv.overflow))
     sys.stdout.write("\n".join(out) + "\n")
     return 0
 

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import DRIVER
 from .inventory.context import InputError
+from .inventory.limits import DRIVER
 from .inventory.sources import Sources, default_hwdata_dir, default_modules_dir
 
 __all__ = ["InputError", "Parser", "add_inputs", "check_node_name", "dump", "inputs_parent",

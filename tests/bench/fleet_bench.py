@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from liken_devices import DRIVER
+from liken_devices.inventory.limits import DRIVER
 from liken_devices.kube.client import make_client
 from liken_devices.match.fleet import PAGE, build, read_cluster, to_text
 from liken_devices.slices import make_slice

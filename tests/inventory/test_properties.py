@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from liken_devices import DRIVER
 from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, SerioEntry
 from liken_devices.inventory.attributes import usb_ids
+from liken_devices.inventory.limits import DRIVER
 from liken_devices.inventory.policy import build_inventory
 from liken_devices.inventory.sources import read_facts
 from liken_devices.slices import devices_json, make_slice, validate_slice

@@ -14,9 +14,9 @@ import yaml
 
 pytest.importorskip("cel_expr_python")
 
-from liken_devices import DRIVER
 from liken_devices.cli import main
 from liken_devices.inventory import Context, Facts, MachineSpec
+from liken_devices.inventory.limits import DRIVER
 from liken_devices.inventory.policy import build_inventory
 from liken_devices.match.cel import environment
 from liken_devices.match.claimfor import Ambiguous, generate

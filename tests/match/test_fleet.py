@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from liken_devices import DRIVER
 from liken_devices.cli import main
+from liken_devices.inventory.limits import DRIVER
 from liken_devices.match.cli import kubectl_main
 from liken_devices.slices import make_slice
 from tests.support.fakeapi import FakeApiServer

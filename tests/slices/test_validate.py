@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from liken_devices import DRIVER
+from liken_devices.inventory.limits import DRIVER
 from liken_devices.slices import make_slice, validate_slice
 from liken_devices.slices.build import device_json
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import DRIVER
+from ..inventory.limits import DRIVER, MAX_DEVICES
 from ..plugin.paths import (
     DEFAULT_CDI_DIR,
     DEFAULT_PLUGIN_DIR,
@@ -50,7 +50,7 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
                      help="the endpoint's address (default: $POD_IP, which the DaemonSet sets "
                           "from the downward API, else 127.0.0.1)")
     out.add_argument("--console", type=Path, default=Path("/dev/console"), metavar="PATH",
-                     help="where the device count is printed past the 128 cap "
+                     help=f"where the device count is printed past the {MAX_DEVICES} cap "
                           "(default /dev/console)")
     out.add_argument("--slice-out", type=Path, default=None, metavar="FILE",
                      help="also write the slice's JSON here after each change")

@@ -41,10 +41,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import DRIVER
 from ..errors import InputError
 from ..files import write_atomic
 from ..inventory import Inventory, MachineSpec, Sources, build_inventory
+from ..inventory.limits import DRIVER
 from ..inventory.model import NO_CLAIMS, Claimed
 from ..inventory.sources import FactsStamp, facts_stamp
 from ..machine.conditions import spec_condition

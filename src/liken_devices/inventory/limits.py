@@ -1,18 +1,23 @@
-"""The driver's name and the limits a ResourceSlice holds it to, each stated once.
+"""The driver's name, its slice's name and the limits a ResourceSlice holds it to, each stated
+once.
 
-Every module that needs one of these imports it from here, so the number in a log line, an
-``explain`` reason and the validator cannot disagree.
+Every module that needs one of these imports it from here (the inventory, the slice builder and
+validator, the publisher, the plugin, the agent, the commands), so the number in a log line, an
+``explain`` reason and the validator cannot disagree. The limits are the API server's for
+``resource.k8s.io/v1`` (KEP-4381, "Dynamic Resource Allocation with Structured Parameters").
 """
 
 from __future__ import annotations
 
-DRIVER_NAME = "liken.sh"  # seed, "The driver"
+DRIVER = "liken.sh"  # seed, "The driver"
 MAX_DEVICES = 128  # seed, "Limits": one slice per node, at most 128 devices
-NAME_MAX = 63  # decisions, "Names": a device name is a DNS label
+DNS_LABEL_MAX = 63  # a DNS label: a device name, a driver's or an attribute domain's part
+NAME_MAX = DNS_LABEL_MAX  # decisions, "Names": a name stops at 63 characters
 VALUE_MAX = 64  # decisions, "Attributes": bytes in a string attribute value
-MAX_ATTRIBUTES = 32  # decisions, "Attributes": attributes per device
+MAX_ATTRIBUTES = 32  # decisions, "Attributes": attributes (and capacities) per device
 
 
-def slice_name(node: str) -> str:
-    """The node's one ResourceSlice (seed, "What a node publishes"): ``<node>-liken.sh``."""
-    return f"{node}-{DRIVER_NAME}"
+def slice_name(node: str, driver: str = DRIVER) -> str:
+    """A node's one ResourceSlice of ``driver`` (seed, "What a node publishes"):
+    ``<node>-<driver>``, ``<node>-liken.sh`` for this driver."""
+    return f"{node}-{driver}"

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .. import DRIVER
+from ..inventory.limits import DRIVER, slice_name
 from .client import FIELD_MANAGER, ApiError, Resources, as_dict
 from .retry import ApiMetrics, NullMetrics, RetrySchedule
 
@@ -62,7 +62,7 @@ class SlicePublisher:
         self._client = client
         self.node = node
         self.driver = driver
-        self.name = f"{node}-{driver}"
+        self.name = slice_name(node, driver)
         self._metrics: ApiMetrics = metrics or NullMetrics()
         self._validate = validate
         self._lock = threading.Lock()

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import DRIVER
 from ..errors import InputError
+from ..inventory.limits import DRIVER
 from .allocate import Evaluator
 from .cel import Env
 from .model import Device, DeviceClass, Subrequest, slice_devices

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import DRIVER, __version__
+from .. import __version__
 from ..cliargs import InputError, dump, node_from_args, sources_from_args
+from ..inventory.limits import DRIVER
 
 log = logging.getLogger("liken_devices.match")
 

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import DRIVER
 from ..errors import InputError
+from ..inventory.limits import DRIVER
 from .cel import DeviceInput, Env
 from .model import Claim, Device, slice_devices
 

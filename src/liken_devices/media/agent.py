@@ -34,7 +34,6 @@ from .probe import DEFAULT_TIMEOUT, ProbeResult
 
 log = logging.getLogger("liken_devices.media")
 
-LIKEN_DRIVER = "liken.sh"
 NOT_IN_POD = "not in this pod (liken published it after the pod's claim was allocated)"
 STUCK_AFTER = 120.0  # seconds one pass may take before the agent counts as wedged
 

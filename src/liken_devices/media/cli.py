@@ -23,8 +23,9 @@ from typing import Any
 import yaml
 
 from ..cliargs import InputError, Parser, node_from_args, sources_from_args
+from ..inventory.limits import DRIVER as LIKEN_DRIVER
 from ..slices import SliceInvalid
-from .agent import LIKEN_DRIVER, MediaAgent
+from .agent import MediaAgent
 from .devices import DRIVER, build_slice, query_devices, render_devices
 from .probe import DEFAULT_TIMEOUT
 

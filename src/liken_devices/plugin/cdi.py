@@ -40,14 +40,14 @@ from pathlib import Path
 
 from ..files import read_bounded, write_atomic
 from ..inventory.bluetooth import UINPUT
+from ..inventory.limits import DRIVER
 from ..sysfs.model import DevNode
 from ..sysfs.values import devname_problem
 
-DRIVER = "liken.sh"
-KIND = "liken.sh/device"
+KIND = f"{DRIVER}/device"
 CDI_VERSION = "0.5.0"
-ABSENT_ROOT = "/dev/.liken.sh-absent"
-SPEC_PREFIX = "liken.sh-"
+ABSENT_ROOT = f"/dev/.{DRIVER}-absent"
+SPEC_PREFIX = f"{DRIVER}-"
 SPEC_SUFFIX = ".json"
 SPEC_MODE = 0o644  # the runtime reads it; only root writes the CDI directory
 

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .cdi import DRIVER
+from ..inventory.limits import DRIVER
 
 
 class ClaimError(Exception):

@@ -42,10 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..inventory.limits import DRIVER
 from ..inventory.model import Claimed, Inventory, PublishedDevice
 from ..sysfs.model import DevNode
 from . import cdi, usb
-from .cdi import DRIVER, Delivery, SpecError
+from .cdi import Delivery, SpecError
 from .claims import ClaimError, KubeClient, fetch_results
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 from .state import PreparedClaim, PreparedDevice, StateLockTimeout, StateStore, claimed_by

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import DRIVER
+from ..inventory.limits import DRIVER
 
 KUBELET_ROOT = Path("/var/lib/kubelet")
 DEFAULT_CDI_DIR = Path("/var/run/cdi")

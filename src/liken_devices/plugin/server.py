@@ -37,7 +37,7 @@ import grpc
 
 from ..errors import InputError
 from ..files import make_dir
-from .cdi import DRIVER
+from ..inventory.limits import DRIVER
 from .core import UNIX_PATH_MAX, ClaimRef, PrepareOutcome
 from .gen import (
     dra_v1_pb2,

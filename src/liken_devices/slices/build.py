@@ -10,14 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .. import DRIVER
+from ..inventory.limits import slice_name
 from ..inventory.model import AttrValue, Inventory, PublishedDevice
 
 API_VERSION = "resource.k8s.io/v1"
-
-
-def slice_name(node: str, driver: str = DRIVER) -> str:
-    return f"{node}-{driver}"
 
 
 def attribute_value(value: AttrValue | int) -> dict[str, Any]:

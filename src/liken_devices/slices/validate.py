@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-MAX_DEVICES = 128
+from ..inventory.limits import DNS_LABEL_MAX, MAX_ATTRIBUTES, MAX_DEVICES
+from ..inventory.limits import VALUE_MAX as MAX_VALUE
+
 MAX_DEVICES_ADVANCED = 64  # when any device uses taints or consumesCounters (1.35+)
-MAX_ATTRIBUTES = 32  # attributes + capacities per device
-MAX_VALUE = 64  # bytes in a string/version attribute
-MAX_DOMAIN = 63
+MAX_DOMAIN = DNS_LABEL_MAX
 MAX_ID = 32
-MAX_DRIVER = 63
+MAX_DRIVER = DNS_LABEL_MAX
 
 # Every pattern is used with fullmatch: "$" would let a trailing newline through.
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
