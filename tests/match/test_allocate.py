@@ -398,3 +398,19 @@ def test_a_bound_selector_is_explained_through_its_alias(
     rejected = {r["device"]: r for r in alternative(out)["notMatching"]}
     assert rejected["usb-1-2-1-0"]["reason"] == (
         'device.attributes["liken.sh"].vendor is "10c4", the selector wants "0403"')
+
+
+def test_v1beta1_slices_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """kubectl on a 1.32/1.33 cluster prints v1beta1 slices, whose devices wrap in `basic`."""
+    beta = []
+    for s in SLICES:
+        b = {**s, "apiVersion": "resource.k8s.io/v1beta1",
+             "spec": {**s["spec"], "devices": [
+                 {"name": d["name"], "basic": {k: v for k, v in d.items() if k != "name"}}
+                 for d in s["spec"]["devices"]]}}
+        beta.append(b)
+    rc, out = run(tmp_path, claim([req("s", "serial",
+                                       'device.attributes["liken.sh"].vendor == "0403"')]),
+                  capsys=capsys, slices=beta)
+    assert rc == 0
+    assert first_claim(out)["requests"][0]["devices"] == ["usb-1-3-1-0"]

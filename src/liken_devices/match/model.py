@@ -378,11 +378,13 @@ def slice_devices(slices: Iterable[dict[str, Any]]) -> list[Device]:
         for d in _list(spec.get("devices"), f"ResourceSlice {driver}/{pool}: devices", 1024):
             if not isinstance(d, dict) or not isinstance(d.get("name"), str):
                 raise InputError(f"ResourceSlice {driver}/{pool}: a device has no name")
-            attrs = d.get("attributes") or {}
-            caps = d.get("capacity") or {}
+            # resource.k8s.io/v1beta1 wraps a device's fields in `basic`.
+            fields = d["basic"] if isinstance(d.get("basic"), dict) else d
+            attrs = fields.get("attributes") or {}
+            caps = fields.get("capacity") or {}
             if not isinstance(attrs, dict) or not isinstance(caps, dict):
                 raise InputError(f"device {d['name']}: attributes/capacity not objects")
-            taints = tuple(t for t in (d.get("taints") or []) if isinstance(t, dict))
+            taints = tuple(t for t in (fields.get("taints") or []) if isinstance(t, dict))
             out.append(Device(driver, pool, d["name"], node, attrs, caps,
-                              d.get("allowMultipleAllocations") is True, taints))
+                              fields.get("allowMultipleAllocations") is True, taints))
     return out
