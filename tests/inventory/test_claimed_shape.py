@@ -11,12 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from liken_devices.inventory import Context, Inventory, MachineSpec, SerioEntry, build_inventory
+from liken_devices.inventory.attributes import usb_ids
 from liken_devices.inventory.model import HELD_BY_CLAIM, NO_CLAIMS, Claimed
-from liken_devices.sysfs.model import DevNode
+from liken_devices.inventory.names import device_name
+from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 from liken_devices.sysfs.reader import read_sysfs
 from tests.support.sysfs_builder import Dev, SysfsBuilder
+
+from .test_properties import check_invariants, machines
 
 UPS = "usb-1-2-1-0"
 
@@ -138,3 +144,47 @@ def test_an_attached_serial_lines_adapter_keeps_no_usbfs_node(tree: Tree) -> Non
     assert [d.name for d in inv.devices] == []
     assert not inv.lookup("usb-1-5-1-0-cec")
     assert not inv.lookup("usb-1-5-1-0-input")
+
+
+# -- for any generated machine and any claims ------------------------------------------------
+
+def machine_depends_on(snap: Snapshot, ctx: Context, usb: SysDevice) -> bool:
+    """The test's own statement of decisions.md, "No usbfs for a USB device the machine depends
+    on": an interface's subtree holds the console or a block device backing a role (any block
+    device while the facts are unreadable), or a spec.serio entry names the device."""
+    if any(usb_ids(usb) == (e.vendor, e.product) for e in ctx.machine.serio):
+        return True
+    roles = ctx.facts.role_partitions
+    for x in snap.devices.values():
+        rest = x.path[len(usb.path) + 1:] if x.path.startswith(usb.path + "/") else ""
+        if not rest or ":" not in rest.split("/")[0] or x.node is None:
+            continue
+        if x.node.name in snap.console:
+            return True
+        if x.node.type == "b" and (roles is None or x.node.name in roles):
+            return True
+    return False
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(machines(), st.data())
+def test_claims_change_no_invariant(machine: tuple[Snapshot, Context],
+                                    data: st.DataObject) -> None:
+    """Whatever the claims, every security invariant holds; a device kept for its claim is
+    never also in the slice and keeps exactly its own usbfs node, never one of a device the
+    machine depends on."""
+    snap, ctx = machine
+    usb = [d for d in snap.devices.values() if d.subsystem == "usb"]
+    names = sorted({device_name("usb", d.name, s) for d in usb for s in ("", "-cec", "-input")}
+                   | {d.name for d in build_inventory(snap, ctx).devices})
+    claimed = Claimed(frozenset(data.draw(st.lists(st.sampled_from(names), max_size=6))
+                                if names else ()))
+    inv = build_inventory(snap, ctx, claimed=claimed)
+    check_invariants(snap, ctx, inv)
+    published = {d.name for d in inv.devices}
+    for name, nodes in inv.held.items():
+        assert name not in published, f"{name} is both held and published"
+        (node,) = nodes
+        (owner,) = [d for d in usb if d.node == node]
+        assert owner.devtype == "usb_device"
+        assert not machine_depends_on(snap, ctx, owner), f"{name} keeps {node.path}"
