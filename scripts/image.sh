@@ -3,14 +3,15 @@
 # no network but the package registries (docs/guide.md, "Images"):
 #   1. the project's wheel, and its dependencies' wheels for the image's Python, downloaded now;
 #   2. a minimal Debian root made with mmdebstrap from Debian's packages (the host's apt sources),
-#      per program: Python, kmod (modprobe) and the PCI/USB ID files for both; libva, its DRM
-#      backend and the Intel iHD driver for the media agent;
+#      per program: Python, libstdc++ (grpcio's C++ core), kmod (modprobe) and the PCI/USB ID
+#      files; libva, its DRM backend and the Intel iHD driver for the media agent;
 #   3. `podman build --network=none` installs the wheels into /opt/liken inside that root.
 # The result is reproducible: mmdebstrap honours SOURCE_DATE_EPOCH (sorted tar, fixed mtimes),
 # the build clamps layer times with --timestamp and byte-code is hash-based, so the same inputs
 # give the same image ID.
 #
 # usage: scripts/image.sh [PROGRAM...]        (default: liken-devices liken-media)
+# prints one line per image: program, name:tag, image ID, size in bytes, seconds it took.
 # environment: IMAGE_REPO (default localhost), IMAGE_TAG (default: the project's version),
 #   IMAGE_BUILD_DIR (default build/image), DEBIAN_SOURCES (an apt sources file; default the
 #   host's), SOURCE_DATE_EPOCH (default: the last commit's time), PYTHON (default: the venv's).
@@ -36,13 +37,13 @@ if [ -z "${DEBIAN_SOURCES:-}" ]; then
 fi
 : "${DEBIAN_SOURCES:?no apt sources found; set DEBIAN_SOURCES}"
 for tool in mmdebstrap podman; do
-  command -v "$tool" >/dev/null || { echo "image: $tool is missing (setup.d/60-image.sh)" >&2; exit 2; }
+  command -v "$tool" >/dev/null || { echo "image: $tool is missing (setup.d/65-image.sh)" >&2; exit 2; }
 done
 
 packages() {
   case "$1" in
-    liken-devices) echo python3,kmod,hwdata ;;
-    liken-media) echo python3,hwdata,libva2,libva-drm2,intel-media-va-driver ;;
+    liken-devices) echo python3,libstdc++6,kmod,hwdata ;;
+    liken-media) echo python3,libstdc++6,hwdata,libva2,libva-drm2,intel-media-va-driver ;;
     *) echo "image: unknown program $1" >&2; exit 2 ;;
   esac
 }
@@ -71,7 +72,8 @@ for program in "${PROGRAMS[@]}"; do
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*' \
-    "$SUITE" "$ctx/root.tmp.tar" "$DEBIAN_SOURCES" >&2
+    "$SUITE" "$ctx/root.tmp.tar" "$DEBIAN_SOURCES" >"$ctx/mmdebstrap.log" 2>&1 \
+    || { tail -n 30 "$ctx/mmdebstrap.log" >&2; exit 1; }
   mv "$ctx/root.tmp.tar" "$ctx/root.tar"
   rm -rf "$ctx/wheels"
   cp -r "$OUT/wheels" "$ctx/wheels"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,31 @@ def test_console_script_and_help() -> None:
     out = subprocess.run([str(exe), "scan", "--help"], capture_output=True, text=True,
                          check=True).stdout
     assert "--recording" in out and "--machine" in out and "-o" in out
+
+
+def test_explain_yaml_is_the_json_object(capsys: pytest.CaptureFixture[str],
+                                         machine: list[str]) -> None:
+    _, as_json, _ = run(capsys, "explain", "-o", "json", *machine)
+    code, as_yaml, _ = run(capsys, "explain", "-o", "yaml", *machine)
+    assert code == 0 and yaml.safe_load(as_yaml) == json.loads(as_json)
+
+
+def test_version_and_log_lines(machine: list[str]) -> None:
+    """--version; every log line has the time and level, or is one JSON object per line."""
+    exe = str(Path(sys.executable).with_name("liken-devices"))
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True).stdout
+    from liken_devices import __version__
+
+    assert out.split() == ["liken-devices", __version__]
+    at = machine.index("--facts")
+    args = ["scan", *machine[:at], *machine[at + 2:], "--facts", "/nonexistent-facts"]
+    text = subprocess.run([exe, *args], capture_output=True, text=True, check=True).stderr
+    [line] = [x for x in text.splitlines() if "storage facts unreadable" in x]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARNING liken_devices: "
+                        r"storage facts unreadable .*", line), line
+    err = subprocess.run([exe, *args, "--log-format", "json"], capture_output=True, text=True,
+                         check=True).stderr
+    records = [json.loads(x) for x in err.splitlines()]
+    [rec] = [r for r in records if "storage facts unreadable" in r["msg"]]
+    assert rec["level"] == "WARNING" and rec["logger"] == "liken_devices"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", rec["time"])

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import __version__
+from . import __version__, logs
 from .agent import cli as agent_cli
 from .cliargs import InputError, Parser, dump, inputs_parent, node_from_args, sources_from_args
 from .inventory import Inventory, Sources
@@ -126,8 +126,8 @@ def explain_json(inv: Inventory) -> dict[str, Any]:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     _, inv = _walk(args)
-    if args.output == "json":
-        sys.stdout.write(json.dumps(explain_json(inv), indent=2, ensure_ascii=False) + "\n")
+    if args.output in ("json", "yaml"):
+        sys.stdout.write(dump(explain_json(inv), args.output))
         return 0
     out: list[str] = []
     for o in sorted(inv.outcomes, key=lambda o: (o.reason is not None, o.bus, o.address)):
@@ -221,7 +221,7 @@ def register_views(sub: Any, parent: argparse.ArgumentParser) -> None:
                        description="List every considered piece of hardware with the devices it "
                                    "became or the reason it did not, and the unclaimed hardware "
                                    "with the modules that could drive it.")
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("report", parents=[parent],
@@ -259,16 +259,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def setup_logging(verbose: int) -> None:
-    level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def setup_logging(verbose: int, fmt: str = "text") -> None:
+    logs.setup(logging.WARNING - 10 * min(verbose, 2), fmt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    setup_logging(getattr(args, "verbose", 0))
+    setup_logging(getattr(args, "verbose", 0), getattr(args, "log_format", "text"))
     func: Handler = args.func
     try:
         return func(args)

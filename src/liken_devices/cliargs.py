@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import logs
 from .inventory.context import InputError
 from .inventory.limits import DRIVER
 from .inventory.sources import Sources, default_hwdata_dir, default_modules_dir
@@ -135,6 +136,7 @@ def inputs_parent() -> argparse.ArgumentParser:
     add_inputs(p)
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="log more (-v: info, -vv: debug)")
+    logs.add_option(p)
     return p
 
 

@@ -108,3 +108,63 @@ def _to_json(value: Any) -> Any:
     if value is None:
         return None
     raise TypeError(f"unexpected CEL value {value!r}")
+
+
+# ---- claims: which devices a claim's requests can be allocated -------------------------------
+
+
+def cel_device(driver: str, device: dict[str, Any]) -> Any:
+    """The CEL ``device`` of a slice device (KEP-4381): ``driver``, and attributes by domain,
+    a bare name under the driver's own domain."""
+    attrs: dict[str, dict[str, Any]] = {}
+    for key, value in device.get("attributes", {}).items():
+        domain, _, ident = key.rpartition("/")
+        attrs.setdefault(domain or driver, {})[ident] = next(iter(value.values()))
+    attrs.setdefault(driver, {})
+    return celpy.json_to_cel({"driver": driver, "attributes": attrs})
+
+
+def selected(selectors: list[dict[str, Any]], driver: str, device: dict[str, Any]) -> bool:
+    env = celpy.Environment()
+    dev = cel_device(driver, device)
+    return all(bool(_cel(env, s["cel"]["expression"], {"device": dev})) for s in selectors)
+
+
+def allocations(template: dict[str, Any], classes: dict[str, dict[str, Any]],
+                slices: dict[str, list[dict[str, Any]]]) -> list[tuple[str, ...]]:
+    """Every way the scheduler could allocate the claim of a ResourceClaimTemplate: one device
+    per request (``exactly``, count 1), each matching its class's and its own selectors, with
+    the constraints' matchAttribute equal (and present) across their requests. A device is
+    named ``driver/name``."""
+    spec = template["spec"]["spec"]["devices"]
+    candidates: list[list[tuple[str, dict[str, Any]]]] = []
+    for req in spec["requests"]:
+        ex = req["exactly"]
+        cls = classes[ex["deviceClassName"]]
+        sels = cls["spec"].get("selectors", []) + ex.get("selectors", [])
+        candidates.append([(drv, d) for drv, devs in slices.items() for d in devs
+                           if selected(sels, drv, d)])
+    names = [r["name"] for r in spec["requests"]]
+    out: list[tuple[str, ...]] = []
+
+    def attr(drv: str, d: dict[str, Any], key: str) -> Any:
+        domain, _, ident = key.rpartition("/")
+        full = key if domain != drv else ident
+        value = d.get("attributes", {}).get(full)
+        return None if value is None else next(iter(value.values()))
+
+    def walk(i: int, chosen: list[tuple[str, dict[str, Any]]]) -> None:
+        if i == len(candidates):
+            for con in spec.get("constraints", []):
+                picked = [chosen[names.index(r)] for r in con.get("requests", names)]
+                values = [attr(drv, d, con["matchAttribute"]) for drv, d in picked]
+                if None in values or len(set(values)) != 1:
+                    return
+            out.append(tuple(f"{drv}/{d['name']}" for drv, d in chosen))
+            return
+        for c in candidates[i]:
+            if all(c[1] is not o[1] for o in chosen):
+                walk(i + 1, [*chosen, c])
+
+    walk(0, [])
+    return out

@@ -187,8 +187,11 @@ def test_console_script(machine: Machine) -> None:
     obj = json.loads(proc.stdout)
     assert validate_slice(obj) == []
     assert attrs(obj["spec"]["devices"][0])["encodeH264"] is True
-    lines = [x for x in proc.stderr.splitlines() if x.startswith("capabilities: ")]
+    # Each log line: time, level, logger, then the message.
+    lines = [x.split(": ", 1)[1] for x in proc.stderr.splitlines() if ": capabilities: " in x]
     assert len(lines) == 1 and lines[0].startswith("capabilities: pci-0000-00-02-0 (")
+    stamp, level = proc.stderr.splitlines()[0].split()[:2]
+    assert stamp.endswith("Z") and "T" in stamp and level in ("INFO", "WARNING")
 
 
 def test_verbose_logs_libva_messages(machine: Machine, caplog: pytest.LogCaptureFixture) -> None:
@@ -200,3 +203,21 @@ def test_verbose_logs_libva_messages(machine: Machine, caplog: pytest.LogCapture
     assert any(m.startswith("pci-0000-00-02-0: libva info: Trying to open")
                for m in caplog.messages)
     assert sum(m.startswith("capabilities: ") for m in caplog.messages) == 1
+
+
+def test_console_script_table_version_and_json_logs(machine: Machine) -> None:
+    machine.gpu("0000:00:02.0", 128, CAPS / "amd-polaris-mesa.txt")
+    exe = shutil.which("liken-media") or str(Path(sys.executable).parent / "liken-media")
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.split()[0] == "liken-media"
+    proc = subprocess.run([exe, "--log-format", "json", *machine.args("-o", "table")],
+                          capture_output=True, text=True, env=machine.gpus.env, timeout=60,
+                          check=True)
+    head, row = proc.stdout.splitlines()
+    assert head.split() == ["NAME", "PCI", "VA", "DRIVER", "DECODE", "ENCODE"]
+    name, pci, *_, decode, encode = row.split()
+    assert (name, pci) == ("pci-0000-00-02-0", "0000:00:02.0")
+    assert "H264" in encode.split(",") and "H264" in decode.split(",")
+    records = [json.loads(x) for x in proc.stderr.splitlines()]
+    assert sum(r["msg"].startswith("capabilities: pci-0000-00-02-0 (") for r in records) == 1
+    assert all(r["level"] in ("INFO", "WARNING") and r["time"].endswith("Z") for r in records)

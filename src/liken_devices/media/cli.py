@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from .. import __version__, logs
 from ..cliargs import InputError, Parser, node_from_args, sources_from_args
 from ..inventory.limits import DRIVER as LIKEN_DRIVER
 from ..slices import SliceInvalid
@@ -64,11 +65,14 @@ DESCRIPTION = ("The media capabilities agent: what each GPU's VA-API driver deco
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="liken-media", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log libva's messages too")
+    logs.add_option(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     scan = sub.add_parser("scan", help="ask this machine's render nodes and print the slice")
     _common(scan)
-    scan.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    scan.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml",
+                      help="the slice as YAML or JSON, or a table of each GPU's capabilities")
     scan.set_defaults(handler=cmd_scan)
     run = sub.add_parser("run", help="ask, publish, and watch liken's slice for new render nodes")
     _common(run)
@@ -99,9 +103,29 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if args.output == "json":
         json.dump(obj, sys.stdout, indent=2)
         sys.stdout.write("\n")
+    elif args.output == "table":
+        sys.stdout.write(table(obj))
     else:
         yaml.safe_dump(obj, sys.stdout, sort_keys=False)
     return 0
+
+
+def table(obj: dict[str, Any]) -> str:
+    """One row per GPU: its PCI address, VA-API driver, and what it decodes and encodes."""
+    rows = [("NAME", "PCI", "VA DRIVER", "DECODE", "ENCODE")]
+    for d in obj["spec"]["devices"]:
+        attrs = {k.rpartition("/")[2]: next(iter(v.values()))
+                 for k, v in d.get("attributes", {}).items()}
+
+        def true(prefix: str, a: dict[str, Any] = attrs) -> str:
+            return ",".join(k[len(prefix):] for k, v in sorted(a.items())
+                            if k.startswith(prefix) and v is True) or "-"
+
+        rows.append((d["name"], str(attrs.get("pciBusID", "-")),
+                     str(attrs.get("vaDriver", "-")), true("decode"), true("encode")))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  "
+                   + r[-1] + "\n" for r in rows)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -179,8 +203,7 @@ def run_agent(args: argparse.Namespace, stop: threading.Event | None = None,
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(message)s", stream=sys.stderr)
+    logs.setup(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
     try:
         rc: int = args.handler(args)
     except InputError as exc:

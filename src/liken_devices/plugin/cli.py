@@ -13,7 +13,6 @@ node during a surge upgrade (docs/plugin.md, "Upgrades").
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import re
@@ -50,7 +49,7 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
         "claims", parents=[common_parent],
         help="list the prepared claims and the nodes each delivers now")
     _dirs(c)
-    c.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    c.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     c.set_defaults(func=run_claims)
 
 
@@ -179,9 +178,10 @@ def run_claims(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"liken-devices claims: {e}", file=sys.stderr)
         return 2
-    if args.output == "json":
-        json.dump(view, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+    if args.output in ("json", "yaml"):
+        from ..cliargs import dump
+
+        sys.stdout.write(dump(view, args.output))
         return 0
     rows = [("CLAIM", "UID", "DEVICE", "NODES")]
     for c in view:

@@ -1,0 +1,194 @@
+"""docs/guide.md's cookbook: every manifest in docs/examples/ is valid in every supported
+Kubernetes minor, the guide shows each one, and each claim's selectors, evaluated with a real CEL
+implementation (cel-python), select exactly the intended device of a node's slice: a real
+recording's where ../shared/sysfs has such hardware, else a built sysfs tree that holds the
+intended device beside look-alikes. (The GPU-by-decode example is in tests/media, where the fake
+VA drivers are.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from liken_devices.inventory import Context, Facts, MachineSpec, SerioEntry
+from liken_devices.inventory.policy import build_inventory
+from liken_devices.slices import devices_json
+from liken_devices.sysfs.reader import read_sysfs
+from liken_devices.sysfs.umockdev import load_recording
+from tests.support.corpus import recording
+from tests.support.sysfs_builder import Dev, SysfsBuilder
+
+from .support import MINORS, REPO, allocations, by_kind
+
+EXAMPLES = REPO / "docs" / "examples"
+GUIDE = REPO / "docs" / "guide.md"
+
+
+def example(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
+
+
+def media_classes() -> dict[str, dict[str, Any]]:
+    docs = yaml.safe_load_all((REPO / "deploy" / "media" / "deviceclass.yaml").read_text())
+    return {d["metadata"]["name"]: d for d in docs if d}
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_example_is_valid_and_in_the_guide(path: Path) -> None:
+    docs = example(path.name)
+    for doc in docs:
+        for minor in MINORS:
+            kubernetes_validate.validate(doc, minor, strict=True)
+    kinds = [d["kind"] for d in docs]
+    assert "ResourceClaimTemplate" in kinds and "Pod" in kinds and "DeviceClass" in kinds
+    [template] = by_kind(docs, "ResourceClaimTemplate")
+    [pod] = by_kind(docs, "Pod")
+    # The pod names the template, and its container the claim: applyable as it is.
+    [ref] = pod["spec"]["resourceClaims"]
+    assert ref["resourceClaimTemplateName"] == template["metadata"]["name"]
+    assert any(c["name"] == ref["name"] for ct in pod["spec"]["containers"]
+               for c in ct["resources"]["claims"])
+    assert f"examples/{path.name}" in GUIDE.read_text()
+
+
+def liken(inv: Any) -> dict[str, list[dict[str, Any]]]:
+    return {"liken.sh": devices_json(inv)}
+
+
+def built(tmp_path: Path, machine: MachineSpec | None = None, **build: Any) -> Any:
+    b = SysfsBuilder(tmp_path / "sys")
+    b.console("ttyS0")
+    for make in build.values():
+        make(b)
+    return build_inventory(read_sysfs(b.root),
+                           Context(Facts(frozenset(), None), machine or MachineSpec()))
+
+
+def real(name: str, machine: MachineSpec | None = None) -> Any:
+    return build_inventory(load_recording(recording(name)),
+                           Context(Facts(frozenset(), None), machine or MachineSpec()))
+
+
+def claim(name: str, slices: dict[str, list[dict[str, Any]]],
+          extra: dict[str, dict[str, Any]] | None = None) -> list[tuple[str, ...]]:
+    docs = example(name)
+    classes = {c["metadata"]["name"]: c for c in by_kind(docs, "DeviceClass")}
+    classes.update(extra or {})
+    [template] = by_kind(docs, "ResourceClaimTemplate")
+    return allocations(template, classes, slices)
+
+
+# ---- the hardware --------------------------------------------------------------------------
+
+
+def serial_stick(b: SysfsBuilder, port: str, devnum: int, serial: str, tty: int,
+                 vendor: str = "10c4", product: str = "ea60") -> Dev:
+    usb = b.usb_device(port, devnum=devnum, vendor=vendor, product=product, serial=serial)
+    iface = b.usb_interface(usb, "1.0", driver="cp210x", cls=0xFF)
+    line = b.device(iface, f"ttyUSB{tty}", "usb-serial", driver="cp210x")
+    b.node(line, "tty", f"ttyUSB{tty}", 188, tty, subdir="tty")
+    return usb
+
+
+WANTED = "a8b2c4d6e8f0a1b3c5d7e9f1a2b4c6d8"
+
+
+def test_zigbee_stick_by_vendor_product_and_serial(tmp_path: Path) -> None:
+    inv = built(tmp_path, a=lambda b: serial_stick(b, "1-2", 3, WANTED, 0),
+                twin=lambda b: serial_stick(b, "1-3", 4, "0000beef", 1),
+                other=lambda b: serial_stick(b, "1-4", 5, WANTED, 2, "0403", "6001"))
+    assert len([d for d in inv.devices if d.attributes.get("subsystem") == "tty"]) == 3
+    assert claim("zigbee-stick.yaml", liken(inv)) == [("liken.sh/usb-1-2-1-0",)]
+
+
+def test_shared_render_node_on_a_real_two_gpu_machine() -> None:
+    inv = real("mir-standard-drm-devices.umockdev")
+    got = claim("render-node.yaml", liken(inv))
+    assert got == [("liken.sh/pci-0000-00-02-0",), ("liken.sh/pci-0000-01-00-0",)]
+    assert all(inv.by_name()[n.split("/")[1]].shareable for (n,) in got)
+    assert "pci-0000-00-02-0-display" in inv.by_name()  # there, and never chosen
+
+
+PULSE8 = SerioEntry("pulse8-cec", "2548", "1002")
+
+
+def cec_adapter(b: SysfsBuilder, port: str, devnum: int, tty: int, cec: int, event: int) -> None:
+    usb = b.usb_device(port, devnum=devnum, vendor="2548", product="1002", serial=f"P8-{tty}")
+    acm = b.usb_interface(usb, "1.0", driver="cdc_acm", cls=2)
+    b.usb_interface(usb, "1.1", driver="cdc_acm", cls=0x0A)
+    line = b.node(acm, "tty", f"ttyACM{tty}", 166, tty, subdir="tty")
+    serio = b.device(line, f"serio{tty + 2}", "serio", driver="pulse8-cec")
+    b.node(serio, "cec", f"cec{cec}", 242, cec, subdir="cec")
+    rc = b.device(serio, f"rc{cec}", "rc", subdir="rc")
+    inp = b.device(rc, f"input{event}", "input")
+    b.node(inp, "input", f"event{event}", 13, 64 + event, devname=f"input/event{event}")
+
+
+def test_cec_bus_and_its_remote_paired_by_address(tmp_path: Path) -> None:
+    """Two adapters on one node: the bus and the remote always come from the same one."""
+    def keyboard(b: SysfsBuilder) -> None:
+        usb = b.usb_device("1-7", devnum=9, vendor="046d", product="c31c")
+        iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+        inp = b.device(iface, "input40", "input")
+        b.node(inp, "input", "event20", 13, 84, devname="input/event20")
+
+    inv = built(tmp_path, MachineSpec(serio=(PULSE8,)),
+                a=lambda b: cec_adapter(b, "1-5", 6, 0, 0, 30),
+                c=lambda b: cec_adapter(b, "1-6", 7, 1, 1, 31), k=keyboard)
+    assert sorted(claim("cec-remote.yaml", liken(inv))) == [
+        ("liken.sh/usb-1-5-1-0-cec", "liken.sh/usb-1-5-1-0-input"),
+        ("liken.sh/usb-1-6-1-0-cec", "liken.sh/usb-1-6-1-0-input")]
+
+
+def test_ups_through_libusb(tmp_path: Path) -> None:
+    def ups(b: SysfsBuilder) -> None:
+        usb = b.usb_device("1-9", devnum=10, vendor="051d", product="0002", serial="3B1234X")
+        iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+        hid = b.device(iface, "0003:051D:0002.0001", "hid")
+        b.node(hid, "hidraw", "hidraw0", 240, 0, subdir="hidraw")
+        b.node(iface, "usbmisc", "hiddev0", 180, 0, devname="usb/hiddev0", subdir="usbmisc")
+
+    def mouse(b: SysfsBuilder) -> None:
+        usb = b.usb_device("1-10", devnum=11, vendor="046d", product="c077")
+        iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+        hid = b.device(iface, "0003:046D:C077.0002", "hid")
+        b.node(hid, "hidraw", "hidraw1", 240, 1, subdir="hidraw")
+
+    inv = built(tmp_path, u=ups, m=mouse)
+    [(name,)] = claim("ups.yaml", liken(inv))
+    assert name == "liken.sh/usb-1-9-1-0"
+    paths = [n.path for n in inv.by_name()["usb-1-9-1-0"].nodes]
+    assert "/dev/bus/usb/001/010" in paths  # what libusb opens
+
+
+def test_bluetooth_radio_on_a_real_laptop() -> None:
+    inv = real("udevdb-only/checkbox-dell-latitudee6430-udevdb.umockdev")
+    assert claim("bluetooth.yaml", liken(inv)) == [("liken.sh/usb-1-1-4-1-0",)]
+    nodes = [n.path for n in inv.by_name()["usb-1-1-4-1-0"].nodes]
+    assert "/dev/uinput" in nodes and "/dev/input/event31" in nodes
+
+
+def test_smart_card_reader_by_class_code(tmp_path: Path) -> None:
+    def reader(b: SysfsBuilder) -> None:
+        usb = b.usb_device("2-3", busnum=2, devnum=4, vendor="076b", product="3031")
+        b.usb_interface(usb, "1.0", cls=0x0B)  # CCID, no kernel driver: pcscd's libusb
+
+    def sdr(b: SysfsBuilder) -> None:
+        usb = b.usb_device("2-4", busnum=2, devnum=5, vendor="0bda", product="2838")
+        b.usb_interface(usb, "1.0", cls=0xFF)  # a radio without a driver: also whole, not 0b
+
+    inv = built(tmp_path, r=reader, s=sdr)
+    assert {"usb-2-3", "usb-2-4"} <= set(inv.by_name())
+    assert claim("smart-card-reader.yaml", liken(inv)) == [("liken.sh/usb-2-3",)]
+
+
+def test_smart_card_class_leaves_a_real_laptops_fingerprint_processor() -> None:
+    """The Dell's BCM5880 carries a CCID interface behind a vendor-specific first one; the
+    class reads the first interface, so it is not taken for a reader."""
+    inv = real("udevdb-only/checkbox-dell-latitudee6430-udevdb.umockdev")
+    assert "usb-2-1-8" in inv.by_name()
+    assert claim("smart-card-reader.yaml", liken(inv)) == []
