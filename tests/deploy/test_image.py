@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,26 @@ def container_args(ds: dict[str, Any], env: dict[str, str]) -> list[str]:
     return out
 
 
+def pod_env(container: dict[str, Any], cm: dict[str, Any], node: str) -> dict[str, str]:
+    """The container's environment as the kubelet fills it: the downward API's fields of a pod
+    on ``node`` (host network: the pod's IP is the node's), and the ConfigMap's keys."""
+    fields = {"spec.nodeName": node, "metadata.uid": str(uuid.uuid4()),
+              "metadata.name": "liken-devices-test", "metadata.namespace": "liken-system",
+              "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}
+    out = {}
+    for e in container.get("env", []):
+        source = e.get("valueFrom", {})
+        if "value" in e:
+            out[e["name"]] = e["value"]
+        elif "fieldRef" in source:
+            out[e["name"]] = fields[source["fieldRef"]["fieldPath"]]
+        else:
+            ref = source["configMapKeyRef"]
+            assert ref["name"] == cm["metadata"]["name"]
+            out[e["name"]] = cm["data"][ref["key"]]
+    return out
+
+
 @pytest.fixture
 def api() -> Iterator[FakeApiServer]:
     server = FakeApiServer().start()
@@ -197,7 +218,7 @@ def test_run_in_the_image_publishes_with_the_daemonsets_mounts(
         mode = "ro" if mount.get("readOnly") else "rw"
         binds += ["-v", f"{source}:{mount['mountPath']}:{mode}"]
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-    env = {"NODE_NAME": node, "KUBELET_DIR": cm["data"]["kubeletDir"], "POD_IP": "127.0.0.1"}
+    env = pod_env(container, cm, node)
     args = container_args(ds, env)
     name = f"liken-image-test-{os.getpid()}"
     proc = subprocess.Popen(
