@@ -185,13 +185,21 @@ def test_run_with_a_busy_metrics_port_exits_2_with_one_line(
 
 
 def test_a_surge_upgrade_shares_the_port_and_an_accident_does_not() -> None:
-    first = AgentMetrics().serve(0, "127.0.0.1", reuse_port=True)
+    def answering(tag: bytes) -> Endpoint:
+        port = first.port if tag != b"old" else 0
+        return Endpoint("127.0.0.1", port, lambda: (tag, "text/plain"), reuse_port=True)
+
+    first = answering(b"old")
     try:
-        second = AgentMetrics().serve(first.port, "127.0.0.1", reuse_port=True)
+        assert get(first.port, "/metrics") == (200, "old")
+        second = answering(b"new")
         try:
-            assert get(first.port, "/metrics")[0] == 200  # one of the two answers
+            # While both listen, the newer answers every connection (the kubelet's probes of
+            # the new pod read the new instance), and the old one is still there.
+            assert {get(first.port, "/metrics")[1] for _ in range(20)} == {"new"}
         finally:
             second.stop()
+        assert {get(first.port, "/metrics")[1] for _ in range(5)} == {"old"}
         with pytest.raises(EndpointError, match="in use"):
             AgentMetrics().serve(first.port, "127.0.0.1")  # not a surge: the port is taken
     finally:

@@ -95,18 +95,60 @@ class Assembled:
 def assemble(args: argparse.Namespace) -> Assembled:
     """Build the agent the options describe (``cmd_run`` runs it; tests run it in a thread)."""
     from ..cliargs import node_from_args, sources_from_args
-    from ..kube.client import cluster_available
     from .metrics import AgentMetrics
-    from .runner import Agent, AgentConfig, Wake
 
     sources = sources_from_args(args)
     sources.check()
     node = node_from_args(args)
+    metrics = AgentMetrics()
+    # The endpoint listens before anything slow (the agent's modules, the API client, the
+    # plugin): in a surge upgrade, from the moment it listens the kubelet's probes of this pod
+    # reach this instance rather than the old one (docs/plugin.md, "Upgrades"). Until the agent
+    # exists its checks say "starting".
+    built: list[Any] = []
+    server = _serve(args, metrics, built)
+    try:
+        return _assemble(args, node, sources, metrics, server, built)
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+
+
+def _serve(args: argparse.Namespace, metrics: Any, built: list[Any]) -> Any:
+    """The metrics and probe endpoint (None without ``--metrics-port``); its checks ask the
+    agent once ``built`` holds it."""
+    if args.metrics_port is None:
+        return None
+    from ..kube.endpoint import default_address
+
+    def check(name: str) -> Callable[[], tuple[bool, str]]:
+        def run() -> tuple[bool, str]:
+            if not built:
+                return False, "starting: the agent is being assembled"
+            result: tuple[bool, str] = getattr(built[0], name)()
+            return result
+        return run
+
+    addr = args.metrics_addr or default_address()
+    # A surge upgrade runs two instances in the node's network namespace: they share it.
+    server = metrics.serve(args.metrics_port, addr, health=check("health"),
+                           ready=check("readiness"),
+                           reuse_port=bool(getattr(args, "seamless_upgrade", False)))
+    log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)", addr, server.port)
+    return server
+
+
+def _assemble(args: argparse.Namespace, node: str, sources: Any, metrics: Any, server: Any,
+              built: list[Any]) -> Assembled:
+    """The rest of :func:`assemble`, once the endpoint listens."""
+    from ..kube.client import cluster_available
+    from .runner import Agent, AgentConfig, Wake
+
     config = AgentConfig(node=node, sources=sources, console=args.console,
                          slice_out=args.slice_out, status_out=args.status_out)
     if args.quiet_seconds is not None:
         config.quiet = args.quiet_seconds
-    metrics = AgentMetrics()
     online = not args.no_api and cluster_available(args.kubeconfig)
     if not online and not args.no_api:
         log.warning("no kubeconfig and not in a pod: running offline (spec from --machine)")
@@ -142,16 +184,7 @@ def assemble(args: argparse.Namespace) -> Assembled:
             quiet_grpc()
     if not args.no_machine_side:
         agent.machine_side = _machine_side(sources, lambda: agent.wake(Wake.MACHINE_SIDE))
-    server = None
-    if args.metrics_port is not None:
-        from ..kube.endpoint import default_address
-
-        addr = args.metrics_addr or default_address()
-        # A surge upgrade runs two instances in the node's network namespace: they share it.
-        server = metrics.serve(args.metrics_port, addr, health=agent.health,
-                               ready=agent.readiness,
-                               reuse_port=bool(getattr(args, "seamless_upgrade", False)))
-        log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)", addr, server.port)
+    built.append(agent)
     log.info("liken-devices run: node %s, %s", node,
              "publishing to the API server" if online else "offline")
     return Assembled(agent, client, server)

@@ -17,12 +17,20 @@ connections push the whole agent into the OOM killer. This server is bounded by 
 
 A busy port is :class:`EndpointError` with one line (the callers exit 2 on it). The one
 exception is by design: in a surge upgrade (``reuse_port``) the old and the new instance share
-the port with ``SO_REUSEPORT`` (a host-network pod has the node's addresses), the kernel spreads
-connections over both, and either answers for the node until the old one ends.
+the port with ``SO_REUSEPORT`` (a host-network pod has the node's addresses; the kernel lets
+sockets of the same user that all set the option listen on one address and port). Left alone,
+the kernel would spread connections over both by a hash of the connection's addresses, and the
+kubelet's probe of the new pod would then often reach the old instance, whose "ready" marks the
+new pod ready before it is (one success is enough), and the DaemonSet would stop the old pod
+early. So each listener of the group attaches a classic BPF program to it
+(``SO_ATTACH_REUSEPORT_CBPF``) that picks the group's second socket: while two listen, every
+connection goes to the newer one; alone, the program's index is out of range and the kernel
+falls back to its hash, i.e. to the only socket (docs/plugin.md, "Upgrades").
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
 import ipaddress
@@ -30,6 +38,7 @@ import logging
 import os
 import selectors
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -264,6 +273,8 @@ def _listen(address: str, port: int, reuse_port: bool = False) -> socket.socket:
         sock.bind((address, port))
         sock.listen(64)
         sock.setblocking(False)
+        if reuse_port:
+            _prefer_the_newer(sock)
     except OSError as exc:
         sock.close()
         why = exc.strerror or str(exc)
@@ -273,3 +284,27 @@ def _listen(address: str, port: int, reuse_port: bool = False) -> socket.socket:
             why = "the address is not one of this host's"
         raise EndpointError(f"cannot listen on {address}:{port}: {why}") from None
     return sock
+
+
+# Classic BPF, from the kernel's uapi (linux/filter.h, asm-generic/socket.h): one instruction,
+# BPF_RET | BPF_K, returning the index of the socket in the SO_REUSEPORT group.
+SO_ATTACH_REUSEPORT_CBPF = 51
+_BPF_RET_K = 0x06
+NEWER = 1  # the group's sockets in the order they joined; a socket that leaves is replaced by
+#            the last one, so of two listeners the one at index 1 is the one that bound last
+
+
+def _prefer_the_newer(sock: socket.socket) -> None:
+    """Attach the group's selector: every connection to the socket at index ``NEWER`` while
+    there is one, else (one listener) the kernel's hash. Attached after ``bind``: a socket that
+    carries a program before it binds has a group of its own and cannot join another. A kernel
+    that refuses it keeps the hash (either instance answers), which is logged."""
+    # struct sock_filter {u16 code; u8 jt, jf; u32 k}, in a buffer that stays put while the
+    # kernel copies it; struct sock_fprog {u16 len; struct sock_filter *filter}.
+    insn = array.array("B", struct.pack("=HBBI", _BPF_RET_K, 0, 0, NEWER))
+    fprog = struct.pack("@HP", 1, insn.buffer_info()[0])
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, fprog)
+    except OSError as exc:
+        log.warning("cannot steer the shared port to the newer instance (%s): during a surge "
+                    "upgrade either instance may answer", exc.strerror or exc)
