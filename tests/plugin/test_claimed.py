@@ -156,3 +156,20 @@ def test_the_claims_command_walks_with_the_prepared_claims(
         assert k.unprepare([claim]) == {claim[1]: ""}
     finally:
         k.close()
+
+
+def test_in_a_seamless_upgrade_each_instance_walks_with_the_others_claims(
+        api: FakeApiServer, make_plugin: Any) -> None:
+    old = make_plugin(pod_uid="3f6a1c2e-0000-4000-8000-00000000a01d")
+    new = make_plugin(pod_uid="9b2d4e6f-0000-4000-8000-00000000ee01")
+    k = TestKubelet(old.config.registration_socket)
+    k.register()
+    try:
+        claim = new_claim(api, ["usb-1-2-1-0"])
+        assert k.prepare([claim])[claim[1]].error == ""
+        # The new instance never saw the prepare; its walk still keeps the device's shape.
+        assert new.claimed() == Claimed(frozenset({"usb-1-2-1-0"}))
+        assert k.unprepare([claim]) == {claim[1]: ""}
+        assert new.claimed() == NO_CLAIMS
+    finally:
+        k.close()

@@ -549,9 +549,15 @@ class Plugin:
     # -- views -----------------------------------------------------------------------------------
 
     def claimed(self) -> Claimed:
-        """The devices the prepared claims hold: every walk of this node takes them."""
+        """The devices the prepared claims hold: every walk of this node takes them.
+
+        Read as the state is on disk, so in a seamless upgrade the claims the other instance
+        prepared shape this instance's walks too (its slice is the same slice).
+        """
         self.load()
-        with self._lock:
+        with self._exclusive() as busy:
+            if busy:
+                log.warning("the walk knows this instance's claims only: %s", busy)
             return self._claimed_locked()
 
     def _claimed_locked(self) -> Claimed:
