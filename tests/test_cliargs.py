@@ -126,3 +126,13 @@ def test_liken_media_usage_errors_are_one_line_too() -> None:
         out = run_cli(argv, media_main)
         assert_fails_closed(out, allowed=(2,))
         assert out.lines[0].startswith("liken-media")
+
+
+@pytest.mark.parametrize("root", ["\r", "a\nb", "x\u2028y", "\x1b[31mred"])
+def test_an_error_naming_a_hostile_path_stays_one_line(root: str) -> None:
+    """Found by the fuzz suite: a path with a carriage return made the error two lines."""
+    out = run_cli(["scan", "--sysfs", root, "--node", "n"])
+    assert_fails_closed(out, allowed=(2,))
+    assert "\x1b" not in out.stderr
+    out = run_cli(["scan", "-o", root])
+    assert_fails_closed(out, allowed=(2,))

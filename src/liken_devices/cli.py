@@ -19,6 +19,7 @@ from typing import Any
 from . import __version__, logs
 from .agent import cli as agent_cli
 from .cliargs import InputError, Parser, dump, inputs_parent, node_from_args, sources_from_args
+from .errors import one_line
 from .inventory import Inventory, Sources
 from .inventory.limits import DRIVER, MAX_DEVICES
 from .machine import cli as machine_cli
@@ -271,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return func(args)
     except InputError as exc:
-        print(f"liken-devices: {exc}", file=sys.stderr)
+        print(f"liken-devices: {one_line(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

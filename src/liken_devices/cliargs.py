@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import logs
+from .errors import one_line
 from .inventory.context import InputError
 from .inventory.limits import DRIVER
 from .inventory.sources import Sources, default_hwdata_dir, default_modules_dir
@@ -127,7 +128,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """A usage error is bad input: one line on stderr, exit status 2."""
-        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"{self.prog}: {one_line(message)} (see '{self.prog} --help')\n")
 
 
 def inputs_parent() -> argparse.ArgumentParser:

@@ -24,6 +24,7 @@ import yaml
 
 from .. import __version__, logs
 from ..cliargs import InputError, Parser, node_from_args, sources_from_args
+from ..errors import one_line
 from ..inventory.limits import DRIVER as LIKEN_DRIVER
 from ..slices import SliceInvalid
 from .agent import MediaAgent
@@ -207,10 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rc: int = args.handler(args)
     except InputError as exc:
-        print(f"liken-media: {exc}", file=sys.stderr)
+        print(f"liken-media: {one_line(exc)}", file=sys.stderr)
         return 2
     except SliceInvalid as exc:  # never expected: the API server would refuse it just the same
-        print(f"liken-media: the slice would be invalid: {exc}", file=sys.stderr)
+        print(f"liken-media: the slice would be invalid: {one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

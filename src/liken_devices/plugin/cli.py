@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, one_line
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def run_plugin(args: argparse.Namespace) -> int:
     try:
         client = make_client(args.kubeconfig, timeout=args.api_timeout)
     except Exception as e:
-        print(f"liken-devices plugin: no API access: {e}", file=sys.stderr)
+        print(f"liken-devices plugin: no API access: {one_line(e)}", file=sys.stderr)
         return 2
     config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
@@ -176,7 +176,7 @@ def run_claims(args: argparse.Namespace) -> int:
               "next start)", file=sys.stderr)
         return 2
     except (OSError, ValueError) as e:
-        print(f"liken-devices claims: {e}", file=sys.stderr)
+        print(f"liken-devices claims: {one_line(e)}", file=sys.stderr)
         return 2
     if args.output in ("json", "yaml"):
         from ..cliargs import dump
