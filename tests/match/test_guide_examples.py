@@ -1,0 +1,80 @@
+"""The guide's cookbook through ``match``: each example pod, evaluated by the allocator rules of
+``liken-devices match`` against the node that tests/deploy/test_guide.py builds for it, gets the
+device the guide promises (that test enumerates the allocations with its own reading of the rules;
+here the command's evaluator must agree)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("cel_expr_python")
+
+from liken_devices.inventory.limits import DRIVER
+from liken_devices.inventory import MachineSpec
+from liken_devices.match.cel import environment
+from liken_devices.match.matching import Question, answer
+from liken_devices.slices import devices_json, make_slice
+from tests.deploy.test_guide import (
+    PULSE8,
+    WANTED,
+    built,
+    cec_adapter,
+    example,
+    real,
+    serial_stick,
+)
+
+
+def matched(name: str, inv: Any) -> list[str] | None:
+    """The devices ``match`` gives the example's pod on a node with ``inv``, or None."""
+    q = Question()
+    for doc in example(name):
+        q.add(doc, name)
+    (node,) = answer(environment(), q, [make_slice("n1", DRIVER, devices_json(inv))], "n1")
+    ((_, results),) = node.results
+    if not all(r.allocatable for r in results):
+        return None
+    return [d.name for r in results for rr in r.requests for d in rr.devices]
+
+
+def test_zigbee_stick(tmp_path: Path) -> None:
+    inv = built(tmp_path, a=lambda b: serial_stick(b, "1-2", 3, WANTED, 0),
+                twin=lambda b: serial_stick(b, "1-3", 4, "0000beef", 1),
+                other=lambda b: serial_stick(b, "1-4", 5, WANTED, 2, "0403", "6001"))
+    assert matched("zigbee-stick.yaml", inv) == ["usb-1-2-1-0"]
+
+
+def test_render_node_on_a_real_two_gpu_machine() -> None:
+    got = matched("render-node.yaml", real("mir-standard-drm-devices.umockdev"))
+    assert got in (["pci-0000-00-02-0"], ["pci-0000-01-00-0"])
+
+
+def test_cec_bus_and_remote_from_one_adapter(tmp_path: Path) -> None:
+    inv = built(tmp_path, MachineSpec(serio=(PULSE8,)),
+                a=lambda b: cec_adapter(b, "1-5", 6, 0, 0, 30),
+                c=lambda b: cec_adapter(b, "1-6", 7, 1, 1, 31))
+    got = matched("cec-remote.yaml", inv)
+    assert got is not None and len(got) == 2
+    assert {g.rsplit("-", 1)[0] for g in got} in ({"usb-1-5-1-0"}, {"usb-1-6-1-0"})
+
+
+def test_bluetooth_radio_on_a_real_laptop() -> None:
+    inv = real("udevdb-only/checkbox-dell-latitudee6430-udevdb.umockdev")
+    assert matched("bluetooth.yaml", inv) == ["usb-1-1-4-1-0"]
+
+
+def test_smart_card_reader(tmp_path: Path) -> None:
+    def reader(b: Any) -> None:
+        usb = b.usb_device("2-3", busnum=2, devnum=4, vendor="076b", product="3031")
+        b.usb_interface(usb, "1.0", cls=0x0B)
+
+    def sdr(b: Any) -> None:
+        usb = b.usb_device("2-4", busnum=2, devnum=5, vendor="0bda", product="2838")
+        b.usb_interface(usb, "1.0", cls=0xFF)
+
+    assert matched("smart-card-reader.yaml", built(tmp_path, r=reader, s=sdr)) == ["usb-2-3"]
+    dell = real("udevdb-only/checkbox-dell-latitudee6430-udevdb.umockdev")
+    assert matched("smart-card-reader.yaml", dell) is None
