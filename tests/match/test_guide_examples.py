@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("cel_expr_python")
 
-from liken_devices.inventory.limits import DRIVER
 from liken_devices.inventory import MachineSpec
+from liken_devices.inventory.limits import DRIVER
 from liken_devices.match.cel import environment
 from liken_devices.match.matching import Question, answer
 from liken_devices.slices import devices_json, make_slice
