@@ -80,6 +80,7 @@ def test_daemonset_gets_render_nodes_through_its_own_claim() -> None:
     # No privilege and no host /dev (docs/media.md, "Deploying").
     sc = container["securityContext"]
     assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 65532  # the image's user
     assert sc["capabilities"]["drop"] == ["ALL"]
     assert not any("hostPath" in v for v in pod.get("volumes", []))
     assert not pod.get("hostPID") and not pod.get("hostNetwork") and not pod.get("hostIPC")
