@@ -71,6 +71,7 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
     parts.add_argument("--registry-dir", type=Path, default=DEFAULT_REGISTRY_DIR,
                        metavar="DIR",
                        help=f"kubelet plugin registry (default {DEFAULT_REGISTRY_DIR})")
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..plugin.cli import upgrade_args
 
     upgrade_args(parts)
@@ -94,6 +95,7 @@ class Assembled:
 
 def assemble(args: argparse.Namespace) -> Assembled:
     """Build the agent the options describe (``cmd_run`` runs it; tests run it in a thread)."""
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..cliargs import node_from_args, sources_from_args
     from .metrics import AgentMetrics
 
@@ -120,6 +122,7 @@ def _serve(args: argparse.Namespace, metrics: Any, built: list[Any]) -> Any:
     agent once ``built`` holds it."""
     if args.metrics_port is None:
         return None
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..kube.endpoint import default_address
 
     def check(name: str) -> Callable[[], tuple[bool, str]]:
@@ -142,6 +145,7 @@ def _serve(args: argparse.Namespace, metrics: Any, built: list[Any]) -> Any:
 def _assemble(args: argparse.Namespace, node: str, sources: Any, metrics: Any, server: Any,
               built: list[Any]) -> Assembled:
     """The rest of :func:`assemble`, once the endpoint listens."""
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..kube.client import cluster_available
     from .runner import Agent, AgentConfig, Wake
 
@@ -155,6 +159,7 @@ def _assemble(args: argparse.Namespace, node: str, sources: Any, metrics: Any, s
     publisher = reporter = client = None
     watches: list[Any] = []
     if online:
+        # lazy: loaded when this sub-command runs; the other commands start without it
         from ..kube import MachineReporter, SlicePublisher, make_client
 
         client = make_client(args.kubeconfig, timeout=args.api_timeout)
@@ -202,6 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _watches(client: Any, node: str, machine: bool) -> list[Any]:
     """The slice and Machine watches, sharing the agent's one client (one SSL context)."""
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..kube import ObjectWatch, Resources
 
     def slice_watch(agent: Any) -> Any:
@@ -219,6 +225,7 @@ def _watches(client: Any, node: str, machine: bool) -> list[Any]:
 def _plugin(args: argparse.Namespace, node: str, sources: Any, client: Any,
             walk: Any, metrics: Any, on_release: Callable[[], object]) -> Any:
     try:
+        # lazy: loaded when this sub-command runs; the other commands start without it
         from ..plugin import Plugin, PluginConfig
         from ..plugin.cli import pod_uid_from_args
     except ImportError:
@@ -249,6 +256,7 @@ def quiet_grpc(period: float = 3600.0) -> None:
 
 def _machine_side(sources: Any, on_change: Any) -> Any:
     try:
+        # lazy: loaded when this sub-command runs; the other commands start without it
         from ..machine import MachineSide
     except ImportError:
         return None

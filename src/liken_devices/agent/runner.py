@@ -47,7 +47,9 @@ from ..inventory import Inventory, MachineSpec, Sources, build_inventory
 from ..inventory.limits import DRIVER
 from ..inventory.model import NO_CLAIMS, Claimed
 from ..inventory.sources import FactsStamp, facts_stamp
+from ..kube.machine import build_status
 from ..machine.conditions import spec_condition
+from ..slices import devices_json, make_slice
 from .metrics import AgentMetrics
 from .uevent import MAX_WAIT, QUIET, Debouncer, UeventSocket, wakes_walk
 
@@ -455,8 +457,6 @@ class Agent:
         return wait is not None and wait <= 0
 
     def _walk(self, reason: WalkReason) -> None:
-        from ..slices import devices_json
-
         spec = self.machine_spec()
         self._walked_spec = spec
         started = time.perf_counter()
@@ -544,7 +544,6 @@ class Agent:
         out = self.config.slice_out
         if out is None or devices == self._offline_devices:
             return
-        from ..slices import make_slice
 
         self._offline_generation += 1
         obj = make_slice(self.config.node, DRIVER, devices, generation=self._offline_generation)
@@ -564,7 +563,6 @@ class Agent:
         out = self.config.status_out
         if out is None:
             return
-        from ..kube.machine import build_status
 
         status = build_status(inv, fragment, self._offline_status, None)
         if status == self._offline_status:

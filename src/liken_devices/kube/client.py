@@ -42,6 +42,7 @@ def make_client(kubeconfig: Path | None = None, timeout: float = 10.0) -> Any:
 
     ``timeout`` bounds every request except watches (a slow API server must not hang a walk).
     """
+    # lazy: lightkube loads only for what talks to the API server
     import httpx2
     from lightkube import Client, KubeConfig
 
@@ -58,6 +59,7 @@ def make_client(kubeconfig: Path | None = None, timeout: float = 10.0) -> Any:
 
 
 def _resource(namespaced: bool, group: str, version: str, kind: str, plural: str) -> Any:
+    # lazy: lightkube loads only for what talks to the API server
     from lightkube.core import resource_registry as registry_mod
     from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 

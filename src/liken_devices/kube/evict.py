@@ -69,6 +69,7 @@ class PodEvictor:
 
 
 def _eviction(namespace: str, name: str) -> Any:
+    # lazy: lightkube loads only for what talks to the API server
     from lightkube.models.meta_v1 import ObjectMeta
     from lightkube.resources.core_v1 import Pod
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..inventory.limits import DRIVER, slice_name
+from ..slices import make_slice, validate_slice
 from .client import FIELD_MANAGER, ApiError, Resources, as_dict
 from .retry import ApiMetrics, NullMetrics, RetrySchedule
 
@@ -235,14 +236,10 @@ class SlicePublisher:
             raise
 
     def _build(self, devices: list[dict[str, Any]], generation: int) -> dict[str, Any]:
-        from ..slices import make_slice
-
         return make_slice(self.node, self.driver, devices, generation=generation,
                           owner_uid=self._node_uid)
 
     def _locally_valid(self, obj: dict[str, Any]) -> bool:
-        from ..slices import validate_slice
-
         problems = validate_slice(obj)
         if not problems:
             self._invalid_said = None

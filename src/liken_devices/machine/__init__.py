@@ -22,6 +22,7 @@ __all__ = ["MachineSide"]
 
 def __getattr__(name: str) -> Any:
     if name == "MachineSide":
+        # lazy (PEP 562): registering the commands must not load the machine side
         from .side import MachineSide
 
         return MachineSide

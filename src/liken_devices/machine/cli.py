@@ -59,6 +59,7 @@ def failed(fragment: dict[str, Any]) -> bool:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..cliargs import dump, sources_from_args
     from ..inventory.sources import default_modules_dir
     from .modules import ModprobeLoader

@@ -86,6 +86,7 @@ class Env:
 
     def __init__(self) -> None:
         try:
+            # lazy: an optional dependency (the match extra); its absence is a clear error
             from cel_expr_python import cel
             from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
             from google.protobuf import (  # type: ignore[import-untyped]

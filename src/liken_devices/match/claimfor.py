@@ -199,6 +199,7 @@ def generate(slice_obj: dict[str, Any], name: str, *, any_of_kind: bool = False,
 def select(devices: Sequence[Device], selectors: Sequence[str], env: Env | None = None
            ) -> list[Device]:
     """The devices every one of ``selectors`` is true for (the allocator's own test)."""
+    # lazy: the CEL runtime loads only when a selector is evaluated
     from .cel import environment
 
     evaluator = Evaluator(env or environment(), {"c": DeviceClass("c", tuple(selectors))})

@@ -39,6 +39,7 @@ def _default_kubeconfig() -> Path | None:
 
 
 def _client(kubeconfig: Path | None) -> Any:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..kube.client import NoClusterConfig, make_client
 
     if kubeconfig is not None and not kubeconfig.is_file():
@@ -52,6 +53,7 @@ def _client(kubeconfig: Path | None) -> Any:
 
 
 def _api_error(exc: BaseException) -> InputError:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..kube.client import describe
 
     return InputError(f"the API server: {describe(exc)}")
@@ -65,6 +67,7 @@ def _use_cluster(args: argparse.Namespace) -> bool:
 
 
 def _local_slice(args: argparse.Namespace) -> dict[str, Any]:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..slices import devices_json, ensure_valid, make_slice
 
     node = node_from_args(args)
@@ -77,6 +80,7 @@ def _local_slice(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cluster_objects(args: argparse.Namespace, *, with_claims: bool) -> dict[str, list[Any]]:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..kube.client import Resources
     from .fleet import list_all
 
@@ -101,6 +105,7 @@ def _cluster_objects(args: argparse.Namespace, *, with_claims: bool) -> dict[str
 
 
 def _slices_from_file(path: Path) -> list[dict[str, Any]]:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from .model import MAX_SLICE_FILE, load_documents
 
     docs = load_documents(path, MAX_SLICE_FILE)
@@ -115,6 +120,7 @@ def _slices_from_file(path: Path) -> list[dict[str, Any]]:
 
 
 def cmd_claim_for(args: argparse.Namespace) -> int:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from .claimfor import Ambiguous, generate, render
 
     if args.any and args.by_address:
@@ -150,6 +156,7 @@ def cmd_claim_for(args: argparse.Namespace) -> int:
 
 
 def cmd_match(args: argparse.Namespace) -> int:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from .cel import CelUnavailable, environment
     from .matching import Question, answer, to_json, to_text
     from .model import load_documents
@@ -208,6 +215,7 @@ def cmd_match(args: argparse.Namespace) -> int:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from .fleet import build, read_cluster, to_json, to_text
 
     client = _client(args.kubeconfig or _default_kubeconfig())
@@ -217,6 +225,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         raise _api_error(exc) from None
     env = None
     if args.selector is not None:
+        # lazy: the CEL runtime loads only when a selector is evaluated
         from .cel import CelUnavailable, environment
 
         try:
@@ -321,6 +330,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 def kubectl_main(argv: Sequence[str] | None = None) -> int:
     """``kubectl liken claim-for|match|fleet ...``: the cluster is the default source."""
+    # lazy: the main command registers this module, so a top-level import is a cycle
     from ..cli import setup_logging
     from ..cliargs import Parser, inputs_parent
 

@@ -52,8 +52,10 @@ class Snapshot:
 def list_all(client: Any, resource: Any, *, page: int = PAGE, namespaced: bool = False,
              fields: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
     """Every object of ``resource``, page by page (``limit``/``continue``), as plain dicts."""
+    # lazy: lightkube loads only for what talks to the API server
     from lightkube import ALL_NS
 
+    # lazy: the API client loads only for what talks to the API server
     from ..kube.client import as_dict
 
     kwargs: dict[str, Any] = {"chunk_size": page}
@@ -66,6 +68,7 @@ def list_all(client: Any, resource: Any, *, page: int = PAGE, namespaced: bool =
 
 
 def read_cluster(client: Any, page: int = PAGE) -> Snapshot:
+    # lazy: the API client loads only for what talks to the API server
     from ..kube.client import Resources
 
     snap = Snapshot()
@@ -134,9 +137,11 @@ def build(snap: Snapshot, *, nodes: Sequence[str] = (), attributes: Sequence[str
     wanted_attrs = [_parse_attr_filter(a) for a in attributes]
     program = None
     if selector is not None:
+        # lazy: the CEL runtime loads only when a selector is evaluated
         from .cel import environment
 
         env = env or environment()
+        # lazy: the CEL runtime loads only when a selector is evaluated
         from .cel import CompileError
 
         try:

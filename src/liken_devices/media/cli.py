@@ -137,6 +137,7 @@ def run_agent(args: argparse.Namespace, stop: threading.Event | None = None,
               ready: Callable[[MediaAgent], None] | None = None) -> int:
     """The DaemonSet's process: ``liken-media run --node NAME [--kubeconfig FILE]``; tests run
     it in a thread with their own ``stop`` and learn the agent through ``ready``."""
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..kube import NoClusterConfig, ObjectWatch, Resources, SlicePublisher, make_client
     from ..kube.endpoint import Endpoint, default_address
     from ..kube.evict import PodEvictor

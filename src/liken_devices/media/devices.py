@@ -19,6 +19,7 @@ from typing import Any
 
 from ..inventory.attributes import clean_string
 from ..inventory.model import Inventory, PublishedDevice
+from ..slices import ensure_valid, make_slice
 from .capabilities import capability_flags, log_line
 from .probe import DEFAULT_TIMEOUT, ProbeResult, probe_nodes
 
@@ -113,8 +114,6 @@ def query_devices(renders: Iterable[PublishedDevice], dev_root: Path = Path("/de
 
 def build_slice(node: str, devices: Sequence[MediaDevice], generation: int = 0) -> dict[str, Any]:
     """The ResourceSlice ``<node>-media.liken.sh``, checked with the project's validator."""
-    from ..slices import ensure_valid, make_slice
-
     obj = make_slice(node, DRIVER, [d.to_api() for d in sorted(devices, key=lambda m: m.name)],
                      generation)
     ensure_valid(obj)

@@ -67,6 +67,7 @@ def check_ref(namespace: str, name: str) -> None:
 def fetch_results(client: KubeClient, namespace: str, name: str, uid: str,
                   node: str) -> list[Result]:
     """This node's liken.sh devices in the claim's allocation, or :class:`ClaimError`."""
+    # lazy: lightkube loads only for what talks to the API server
     from lightkube import ApiError
     from lightkube.resources.resource_v1 import ResourceClaim
 

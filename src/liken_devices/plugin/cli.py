@@ -88,6 +88,7 @@ def pod_uid_from_args(args: argparse.Namespace) -> str | None:
 
 
 def run_plugin(args: argparse.Namespace) -> int:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..cliargs import node_from_args, sources_from_args
     from ..kube.client import make_client
     from .core import Plugin, PluginConfig
@@ -137,6 +138,7 @@ def run_plugin(args: argparse.Namespace) -> int:
 
 def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]:
     """The prepared claims with the nodes each device delivers now (None: absent)."""
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from .state import read_state
 
     claims = read_state(plugin_state_dir)  # reads only: beside a running plugin too
@@ -164,6 +166,7 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
 
 
 def run_claims(args: argparse.Namespace) -> int:
+    # lazy: loaded when this sub-command runs; the other commands start without it
     from ..cliargs import sources_from_args
     from .state import StateError, claimed_in
 
@@ -179,6 +182,7 @@ def run_claims(args: argparse.Namespace) -> int:
         print(f"liken-devices claims: {one_line(e)}", file=sys.stderr)
         return 2
     if args.output in ("json", "yaml"):
+        # lazy: loaded when this sub-command runs; the other commands start without it
         from ..cliargs import dump
 
         sys.stdout.write(dump(view, args.output))

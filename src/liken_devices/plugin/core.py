@@ -228,6 +228,7 @@ class Plugin:
     def start(self) -> None:
         """Load the state, serve the DRA socket, then the registration socket (the kubelet may
         call as soon as it sees the registration)."""
+        # lazy: grpc and the servers load only when the plugin starts
         from .server import Servers
 
         self.load()

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..files import make_dir, read_bounded, sweep_temp, write_atomic
+from ..inventory.model import Claimed
 from ..sysfs.model import DevNode
 from . import cdi
 from .cdi import SpecError
@@ -504,8 +505,6 @@ def read_state(directory: Path) -> dict[str, PreparedClaim]:
 def claimed_by(claims: Iterable[PreparedClaim]) -> Claimed:
     """The devices ``claims`` hold, as every walk of this node takes them (decisions.md,
     "Delivery": a claimed USB device keeps its shape; "The 128 cap keeps what is claimed")."""
-    from ..inventory.model import Claimed
-
     return Claimed(frozenset(n for c in claims for n in c.device_names()))
 
 
