@@ -198,3 +198,30 @@ def test_kubectl_plugin_usage_error_is_one_line(capsys: pytest.CaptureFixture[st
     assert info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kubectl liken match: ")
+
+
+def test_a_claim_of_a_later_api_shape_still_holds_its_device(
+        api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A request shape this version cannot read does not hide what the claim holds."""
+    populate(api, 3)
+    api.add_claim("team-c", "future", results=[{"device": "usb-1-3-1-0"}], node="node-0000")
+    future = api.get_object("resourceclaims", "future", "team-c")
+    assert future is not None
+    future["spec"] = {"devices": {"requests": [{"name": "r", "somethingNew": {}}]}}
+    api.put_object("resourceclaims", future)
+    rc, out = fleet(api, tmp_path, capsys, "-o", "json", "--node", "node-0000")
+    held = {d["device"]: d["heldBy"] for d in json.loads(out)["devices"] if d["heldBy"]}
+    assert held == {"usb-1-3-1-0": ["team-c/future"]}
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "mine", "namespace": "team-b"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+            "deviceClassName": "serial"}}]}}}))
+    classes = tmp_path / "class.yaml"
+    classes.write_text(yaml.safe_dump(CLASS))
+    rc = main(["match", "-f", str(claim), "-f", str(classes), "--kubeconfig", str(kubeconfig),
+               "--node", "node-0000"])
+    assert rc == 1
+    assert "held by ResourceClaim team-c/future" in capsys.readouterr().out

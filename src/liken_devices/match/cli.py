@@ -159,7 +159,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     # lazy: loaded when this sub-command runs; the other commands start without it
     from .cel import CelUnavailable, environment
     from .matching import Question, answer, to_json, to_text
-    from .model import load_documents
+    from .model import Claim, load_documents
 
     question = Question()
     for path in args.filename:
@@ -181,6 +181,12 @@ def cmd_match(args: argparse.Namespace) -> int:
                 try:
                     cluster.add(obj, "the cluster")
                 except InputError as exc:
+                    try:
+                        held = Claim.held(obj) if kind == "claims" else None
+                    except InputError:
+                        held = None
+                    if held is not None:  # its devices stay held, whatever its spec says
+                        cluster.allocated.append(held)
                     log.warning("skipping an object the cluster returned: %s", exc)
         # The files win over the cluster for the same object; the cluster's allocations stay.
         question.classes = {**cluster.classes, **question.classes}

@@ -152,9 +152,11 @@ def build(snap: Snapshot, *, nodes: Sequence[str] = (), attributes: Sequence[str
     held: dict[tuple[str, str, str], list[str]] = {}
     for obj in snap.claims:
         try:
-            claim = Claim.parse(obj)
+            claim = Claim.held(obj)
         except InputError:
-            continue  # a claim we cannot read holds nothing we can show
+            continue  # no name: nothing to show it by
+        if claim is None:
+            continue
         who = f"{claim.namespace}/{claim.name}"
         if claim.reserved_for:
             who += f" ({', '.join(r.removeprefix('pods/') for r in claim.reserved_for)})"

@@ -280,17 +280,39 @@ class Claim:
             constraints.append(Constraint(names, match, distinct))
         claim = cls("ResourceClaim" if kind == "ResourceClaim" else "ResourceClaimTemplate",
                     ns, name, requests, constraints)
-        status = obj.get("status")
-        if kind == "ResourceClaim" and isinstance(status, dict):
-            alloc = status.get("allocation")
-            if isinstance(alloc, dict):
-                results = (alloc.get("devices") or {}).get("results")
-                claim.allocation = [r for r in _list(results, f"{where}: status results", 4096)
-                                    if isinstance(r, dict)]
-            for ref in _list(status.get("reservedFor"), f"{where}: status.reservedFor", 256):
-                if isinstance(ref, dict) and isinstance(ref.get("name"), str):
-                    claim.reserved_for.append(f"{ref.get('resource', 'pods')}/{ref['name']}")
+        if kind == "ResourceClaim":
+            claim.allocation, claim.reserved_for = allocation_of(obj)
         return claim
+
+    @classmethod
+    def held(cls, obj: dict[str, Any]) -> Claim | None:
+        """What an allocated ResourceClaim holds, even when its spec cannot be read (a field
+        of a later API version): the devices stay held whatever the request said."""
+        ns, name = _name(obj)
+        results, reserved = allocation_of(obj)
+        if results is None:
+            return None
+        return cls("ResourceClaim", ns, name, [], [], results, reserved)
+
+
+def allocation_of(obj: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, list[str]]:
+    """A ResourceClaim's ``status.allocation.devices.results`` (None: not allocated) and the
+    consumers in ``status.reservedFor`` as ``resource/name``."""
+    status = obj.get("status")
+    if not isinstance(status, dict):
+        return None, []
+    where = "ResourceClaim status"
+    results = None
+    alloc = status.get("allocation")
+    if isinstance(alloc, dict):
+        devices = alloc.get("devices")
+        raw = devices.get("results") if isinstance(devices, dict) else None
+        results = [r for r in _list(raw, f"{where}: results", 4096) if isinstance(r, dict)]
+    reserved = []
+    for ref in _list(status.get("reservedFor"), f"{where}: reservedFor", 256):
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str):
+            reserved.append(f"{ref.get('resource', 'pods')}/{ref['name']}")
+    return results, reserved
 
 
 @dataclass(frozen=True)
