@@ -28,8 +28,8 @@
  *                                           with an escape sequence and a bidi override
  *   bigvendor <bytes>                       a vendor string of <bytes> bytes, laced the same way
  *   noise <bytes>                           write <bytes> bytes on stderr
- *   daemon <pidfile>                        fork a helper that calls setsid(), writes its pid to
- *                                           <pidfile> and sleeps forever holding every inherited
+ *   daemon <pidfile>                        fork a helper that calls setsid() and sleeps forever
+ *                                           (the driver writes its pid to <pidfile>) holding every inherited
  *                                           descriptor (the answer's pipe included)
  * <vaFunction> is vaInitialize (the driver's init), vaTerminate, vaQueryConfigProfiles,
  * vaQueryConfigEntrypoints, vaGetConfigAttributes, vaCreateConfig, vaDestroyConfig or
@@ -546,13 +546,17 @@ static void misbehave(VADriverContextP ctx)
         pid_t pid = fork();
         if (pid == 0) {
             setsid();
-            FILE *f = fopen(daemon_pidfile, "w");
-            if (f) {
-                fprintf(f, "%d\n", (int)getpid());
-                fclose(f);
-            }
             for (;;)
                 pause();
+        }
+        /* The driver writes the helper's pid, before its query goes on: a helper ended early
+         * (by the agent's sweep) is still named, so a test can check that it is gone. */
+        if (pid > 0) {
+            FILE *f = fopen(daemon_pidfile, "w");
+            if (f) {
+                fprintf(f, "%d\n", (int)pid);
+                fclose(f);
+            }
         }
     }
     if (noise_bytes > 0) {
