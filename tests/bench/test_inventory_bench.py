@@ -13,7 +13,7 @@ import pytest
 
 from liken_devices.inventory import Context, Facts, build_inventory
 from liken_devices.inventory.attributes import AttributeMemo
-from liken_devices.sysfs.reader import read_sysfs
+from liken_devices.sysfs.reader import ReaderMemo, read_sysfs
 from liken_devices.sysfs.umockdev import materialize
 from tests.support.corpus import SYSFS
 from tests.support.sysfs_builder import SysfsBuilder
@@ -24,6 +24,7 @@ from .syscalls import floor_of_rewalk
 LARGEST = "thinkpad-t60p-systemd-sys-script.umockdev"  # the largest full recording
 CTX = Context(Facts(frozenset()))
 MEMO = AttributeMemo()  # what a Sources keeps between walks
+READER_MEMO = ReaderMemo()
 
 
 def laptop(root: Path, devices: int) -> int:
@@ -54,7 +55,7 @@ def laptop(root: Path, devices: int) -> int:
 
 
 def rewalk(root: Path) -> Any:
-    return build_inventory(read_sysfs(root), CTX, memo=MEMO)
+    return build_inventory(read_sysfs(root, READER_MEMO), CTX, memo=MEMO)
 
 
 @pytest.mark.benchmark(group="rewalk")

@@ -9,7 +9,7 @@ import pytest
 
 from liken_devices.errors import InputError
 from liken_devices.sysfs.model import DevNode
-from liken_devices.sysfs.reader import read_sysfs
+from liken_devices.sysfs.reader import ReaderMemo, read_sysfs
 from tests.support.sysfs_builder import SysfsBuilder
 
 
@@ -90,36 +90,50 @@ def test_reads_this_machine(tmp_path: Path) -> None:
 def test_rewalk_sees_binds_and_replugs(tmp_path: Path) -> None:
     """Devices are reused between walks only while unchanged: a bind (uevent's DRIVER, or only
     the driver link in a tree the kernel did not write) and a replug are seen at once."""
+    memo = ReaderMemo()
     b = SysfsBuilder(tmp_path)
     hda = b.pci("0000:00:1f.3", cls=0x040300)
     usb = b.usb_device("1-2", devnum=3, serial="A")
-    first = read_sysfs(tmp_path)
+    first = read_sysfs(tmp_path, memo)
     assert first.devices[hda.path].driver is None
-    assert read_sysfs(tmp_path).devices[usb.path] is first.devices[usb.path]  # reused
+    assert read_sysfs(tmp_path, memo).devices[usb.path] is first.devices[usb.path]  # reused
     b.set_driver(hda, "pci", "snd_hda_intel")  # uevent and link, as the kernel does
-    assert read_sysfs(tmp_path).devices[hda.path].driver == "snd_hda_intel"
+    assert read_sysfs(tmp_path, memo).devices[hda.path].driver == "snd_hda_intel"
     os.unlink(b.dir(hda) / "driver")  # a link-only change, uevent untouched
     (b.dir(hda) / "uevent").write_text("PCI_CLASS=40300\nPCI_ID=8086:1234\n")
-    assert read_sysfs(tmp_path).devices[hda.path].driver is None
+    assert read_sysfs(tmp_path, memo).devices[hda.path].driver is None
     drv = tmp_path / "bus/pci/drivers/other"
     drv.mkdir(parents=True)
     os.symlink(os.path.relpath(drv, b.dir(hda)), b.dir(hda) / "driver")
-    assert read_sysfs(tmp_path).devices[hda.path].driver == "other"
+    assert read_sysfs(tmp_path, memo).devices[hda.path].driver == "other"
     b.remove(usb)
     usb = b.usb_device("1-2", devnum=4, serial="B")
-    again = read_sysfs(tmp_path).devices[usb.path]
+    again = read_sysfs(tmp_path, memo).devices[usb.path]
     assert again.attr("serial") == "B" and again.node is not None and again.node.minor == 3
 
 
 def test_rewalk_sees_a_class_node_with_new_numbers(tmp_path: Path) -> None:
     """A class device's node is reused by path and numbers; new numbers are a new node."""
+    memo = ReaderMemo()
     b = SysfsBuilder(tmp_path)
     usb = b.usb_device("1-2", devnum=3)
     iface = b.usb_interface(usb, driver="usbhid", cls=3)
     raw = b.node(iface, "hidraw", "hidraw0", 240, 0, subdir="hidraw")
-    first = read_sysfs(tmp_path).devices[raw.path]
-    assert read_sysfs(tmp_path).devices[raw.path] is first
+    first = read_sysfs(tmp_path, memo).devices[raw.path]
+    assert read_sysfs(tmp_path, memo).devices[raw.path] is first
     b.remove(raw)
     raw = b.node(iface, "hidraw", "hidraw0", 240, 5, devname="hidraw0", subdir="hidraw")
-    again = read_sysfs(tmp_path).devices[raw.path]
+    again = read_sysfs(tmp_path, memo).devices[raw.path]
     assert again.node is not None and again.node.minor == 5
+
+
+def test_each_memo_is_its_owners(tmp_path: Path) -> None:
+    """What one walker read is reused only by the same walker's next walk: a walk with another
+    memo, or with none, reads the tree afresh."""
+    b = SysfsBuilder(tmp_path)
+    usb = b.usb_device("1-2", devnum=3)
+    mine, theirs = ReaderMemo(), ReaderMemo()
+    first = read_sysfs(tmp_path, mine).devices[usb.path]
+    assert read_sysfs(tmp_path, mine).devices[usb.path] is first
+    assert read_sysfs(tmp_path, theirs).devices[usb.path] is not first
+    assert read_sysfs(tmp_path).devices[usb.path] is not first

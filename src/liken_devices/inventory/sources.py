@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..files import FileTooLarge, read_bounded
 from ..sysfs.model import Snapshot
-from ..sysfs.reader import read_sysfs
+from ..sysfs.reader import ReaderMemo, read_sysfs
 from ..sysfs.umockdev import load_recording
 from .attributes import AttributeMemo
 from .catalogs import Catalogs
@@ -140,7 +140,9 @@ class Sources:
     hwdata_dir: Path | tuple[Path, ...] = field(default_factory=default_hwdata_dir)
     recording: Path | None = None
     _catalogs: Catalogs | None = field(default=None, repr=False)
+    # What one walk may reuse from the last: this Sources' own, never shared by another.
     memo: AttributeMemo = field(default_factory=AttributeMemo, repr=False, compare=False)
+    reader_memo: ReaderMemo = field(default_factory=ReaderMemo, repr=False, compare=False)
 
     def check(self) -> None:
         """Fail early, with one clear line, on input that can never work."""
@@ -178,7 +180,7 @@ class Sources:
     def snapshot(self) -> Snapshot:
         if self.recording is not None:
             return load_recording(self.recording)
-        return read_sysfs(self.sysfs)
+        return read_sysfs(self.sysfs, self.reader_memo)
 
     def walk(self, machine: MachineSpec | None = None, *,
              claimed: Claimed = NO_CLAIMS) -> Inventory:

@@ -27,6 +27,7 @@ import logging
 import os
 import stat
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import InputError
@@ -53,20 +54,47 @@ MAX_ENTRIES = 200_000  # entries of one directory listed (an index, a device's s
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
-# What the last walks read, per (root, path): the uevent's bytes, how the device was found, and
-# the device made of them. The uevent changes whenever the driver, the device number or the
-# enumeration does (DRIVER, MAJOR/MINOR, DEVNAME, BUSNUM/DEVNUM), and the attributes read
-# besides it (a USB device's descriptor strings) are fixed for one enumeration, so an unchanged
-# uevent means an unchanged device. The subsystem of a path never changes (class devices live
-# under a directory named for their class). Entries of paths a walk no longer finds are dropped.
-_KNOWN: dict[tuple[str, str], tuple[bytes, str | None, SysDevice]] = {}
-_KNOWN_MAX = 20000
-_KNOWN_LOCK = threading.Lock()
+Known = tuple[bytes, str | None, SysDevice]
+
+
+class ReaderMemo:
+    """What the last walks read, per (root, path): the uevent's bytes, how the device was found,
+    and the device made of them.
+
+    The uevent changes whenever the driver, the device number or the enumeration does (DRIVER,
+    MAJOR/MINOR, DEVNAME, BUSNUM/DEVNUM), and the attributes read besides it (a USB device's
+    descriptor strings) are fixed for one enumeration, so an unchanged uevent means an unchanged
+    device. The subsystem of a path never changes (class devices live under a directory named
+    for their class). Entries of paths a walk no longer finds are dropped. One memo belongs to
+    whoever walks again (the inventory's ``Sources``); a walk without one reads everything.
+    """
+
+    MAX = 20000
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str], Known] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> Known | None:
+        return self._known.get(key)
+
+    def put(self, key: tuple[str, str], value: Known) -> None:
+        with self._lock:
+            if len(self._known) > self.MAX:
+                self._known.clear()
+            self._known[key] = value
+
+    def keep_only(self, root: str, paths: Mapping[str, object]) -> None:
+        """Forget what earlier walks of ``root`` read of paths not in ``paths``."""
+        with self._lock:
+            for key in [k for k in self._known if k[0] == root and k[1] not in paths]:
+                del self._known[key]
 
 
 class _Walk:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, memo: ReaderMemo) -> None:
         self.root = os.fspath(root)
+        self.memo = memo
         self.devices: dict[str, SysDevice] = {}
         self.problems: list[str] = []
 
@@ -175,7 +203,7 @@ class _Walk:
             # A class device's node (not a bus device's) at the same path with the same numbers
             # (the index entry's name, "major:minor") is the same node: its uevent holds nothing
             # else the policy reads.
-            seen = _KNOWN.get((self.root, path))
+            seen = self.memo.get((self.root, path))
             if seen is not None and seen[1] == node_type and seen[2].node is not None \
                     and seen[2].subsystem not in BUSES \
                     and f"{seen[2].node.major}:{seen[2].node.minor}" == numbers:
@@ -188,7 +216,7 @@ class _Walk:
                 return
             raw = b""
         cache_key = (self.root, path)
-        known = _KNOWN.get(cache_key)
+        known = self.memo.get(cache_key)
         # Virtual block devices are read again each time: their slaves can change (a device-mapper
         # table reload) while their uevent stays the same.
         virtual_block = node_type == "b" and path.startswith("/devices/virtual/")
@@ -235,16 +263,11 @@ class _Walk:
             slaves = tuple(self.listdir(path + "/slaves"))
         dev = SysDevice(path, subsystem, driver, props, attrs, node, slaves)
         self.devices[path] = dev
-        with _KNOWN_LOCK:
-            if len(_KNOWN) > _KNOWN_MAX:
-                _KNOWN.clear()
-            _KNOWN[cache_key] = (raw, node_type, dev)
+        self.memo.put(cache_key, (raw, node_type, dev))
 
     def forget_vanished(self) -> None:
         """Drop what earlier walks read of paths this walk did not find."""
-        with _KNOWN_LOCK:
-            for key in [k for k in _KNOWN if k[0] == self.root and k[1] not in self.devices]:
-                del _KNOWN[key]
+        self.memo.keep_only(self.root, self.devices)
 
     def node(self, path: str, node_type: str, subsystem: str | None, props: dict[str, str],
              attrs: dict[str, bytes]) -> DevNode | None:
@@ -291,11 +314,13 @@ class _Walk:
         return tuple(out)
 
 
-def read_sysfs(root: Path | str = "/sys") -> Snapshot:
-    """One walk of the sysfs tree under ``root``; :class:`InputError` if it is not one."""
+def read_sysfs(root: Path | str = "/sys", memo: ReaderMemo | None = None) -> Snapshot:
+    """One walk of the sysfs tree under ``root``; :class:`InputError` if it is not one.
+
+    ``memo`` holds what earlier walks read (:class:`ReaderMemo`); without one, all is read."""
     if not os.path.isdir(os.path.join(root, "dev", "char")):
         raise InputError(f"{root} is not a sysfs tree: it has no dev/char index")
-    walk = _Walk(Path(root))
+    walk = _Walk(Path(root), memo if memo is not None else ReaderMemo())
     index = {bus: set(walk.listdir(f"/bus/{bus}/devices")) for bus in BUSES}
     # Device nodes first, so a usb_device is loaded with its node (usbfs) and its attributes. A
     # virtual character device (tty1, null, loop-control) has no parent hardware and is never
