@@ -51,17 +51,17 @@ def started_at(port: int) -> float:
 
 class Agent:
     def __init__(self, node: FixtureNode, port: int, log: Path, seamless: bool = True,
-                 uid: str = "") -> None:
+                 uid: str = "", env: dict[str, str] | None = None) -> None:
         args = [sys.executable, "-m", "liken_devices.cli", "run", "--node", "n1", *node.args(),
                 "--no-api", "--no-plugin", "--no-machine-side", "--metrics-port", str(port),
                 "--metrics-addr", "127.0.0.1", "-v"]
         if seamless:
             args.append("--seamless-upgrade")
-        env = dict(os.environ, PYTHONPATH=str(REPO / "src"), POD_UID=uid)
+        environ = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO / "src"), "POD_UID": uid}
         self.log = log
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=out, env=env)
+                                         stderr=out, env=environ)
 
     def healthy_start(self, port: int) -> float:
         """Wait until this very process answers /healthz with 200; its start time."""
