@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cel import CompileError, DeviceInput, Env
+from .cel import CompileError, DeviceInput, Env, code_positions, matching_bracket
 from .model import Claim, Constraint, Device, DeviceClass, Request, Subrequest
 from .values import ValueError_
 
@@ -397,68 +397,22 @@ _LITERAL = r'(?:"(?:[^"\\]|\\.)*"|-?[0-9]+|true|false)'
 
 def _conjuncts(expression: str) -> list[str]:
     """The top-level ``&&`` operands of an expression (outside strings and brackets)."""
-    parts, depth, start, i, quote = [], 0, 0, 0, ""
-    while i < len(expression):
-        ch = expression[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif expression.startswith("&&", i) and depth == 0:
+    parts, start = [], 0
+    for i, depth in code_positions(expression):
+        if i >= start and depth == 0 and expression.startswith("&&", i):
             parts.append(expression[start:i])
             start = i + 2
-            i += 1
-        i += 1
     parts.append(expression[start:])
     parts = [p.strip() for p in parts]
     if len(parts) == 1:
         inner = parts[0]
-        if inner.startswith("(") and inner.endswith(")") and _balanced(inner[1:-1]):
+        if inner.startswith("(") and matching_bracket(inner, 0) == len(inner) - 1:
             return _conjuncts(inner[1:-1])
     return parts
 
 
 _BIND = re.compile(r'cel\.bind\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*'
                    r'(device\.(?:attributes|capacity)\[\s*"[^"\\]*"\s*\])\s*,')
-
-
-def _matching_paren(text: str, start: int) -> int:
-    """The index of the bracket closing the one at ``start`` (outside strings), or -1."""
-    depth, i, quote = 0, start, ""
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for ch in text:
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 def explain_failure(evaluator: Evaluator, expression: str, data: dict[str, Any]) -> str:
@@ -468,7 +422,7 @@ def explain_failure(evaluator: Evaluator, expression: str, data: dict[str, Any])
     # cel.bind(x, device.attributes["d"], body): explain the body, reading x as what it binds.
     bind = _BIND.match(failing)
     wrap, alias, target = "{}", None, ""
-    if bind is not None and _matching_paren(failing, failing.index("(")) == len(failing) - 1:
+    if bind is not None and matching_bracket(failing, failing.index("(")) == len(failing) - 1:
         alias, target = bind.group(1), bind.group(2)
         wrap = f"cel.bind({alias}, {target}, {{}})"
         failing = failing[bind.end():-1].strip()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -449,29 +449,25 @@ def _default_domains(expression: str) -> str:
     """``device.attributes[E]`` becomes ``dyn(device.attributes[?E].orValue({}))`` (same for
     ``capacity``), outside string literals, so that an absent domain reads as an empty map."""
     out: list[str] = []
-    i, n = 0, len(expression)
-    while i < n:
-        ch = expression[i]
-        if ch in "\"'":
-            end = _string_end(expression, i)
-            out.append(expression[i:end])
-            i = end
+    done = 0  # expression[:done] is in ``out``; the scan resumes there
+    for i, _ in code_positions(expression):
+        if i < done:
             continue
         m = _DOMAIN_MAP.match(expression, i)
         if m is None or (i > 0 and (expression[i - 1].isalnum() or expression[i - 1] in "_.")):
-            out.append(ch)
-            i += 1
             continue
-        close = _matching_bracket(expression, m.end() - 1)
+        close = matching_bracket(expression, m.end() - 1)
         inner = expression[m.end():close]
+        out.append(expression[done:i])
         if close < 0 or inner.lstrip().startswith("?"):
             out.append(expression[i:m.end()])
-            i = m.end()
+            done = m.end()
             continue
         # dyn(): the checker types an optional's default too narrowly for a comprehension.
         out.append("dyn(" + expression[i:m.end() - 1] + "[?" + _default_domains(inner)
                    + "].orValue({}))")
-        i = close + 1
+        done = close + 1
+    out.append(expression[done:])
     return "".join(out)
 
 
@@ -485,17 +481,11 @@ DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAll
 
 def _unknown_device_field(expression: str) -> str | None:
     """A field of ``device`` that the Kubernetes environment does not declare, if any."""
-    i, n = 0, len(expression)
-    while i < n:
-        ch = expression[i]
-        if ch in "\"'":
-            i = _string_end(expression, i)
-            continue
+    for i, _ in code_positions(expression):
         if i == 0 or not (expression[i - 1].isalnum() or expression[i - 1] in "_."):
             m = _DEVICE_FIELD.match(expression, i)
             if m is not None and m.group(1) not in DEVICE_FIELDS:
                 return m.group(1)
-        i += 1
     return None
 
 
@@ -506,22 +496,19 @@ def estimated_cost(expression: str) -> float:
     the evaluation time of what ``match`` accepts; Kubernetes' own estimate decides admission.
     """
     total = 1.0
-    i, n = 0, len(expression)
-    while i < n:
-        ch = expression[i]
-        if ch in "\"'":
-            i = _string_end(expression, i)
+    resume = 0
+    for i, _ in code_positions(expression):
+        if i < resume:
             continue
         m = _MACRO.match(expression, i)
         if m is None:
-            i += 1
             continue
-        close = _matching_bracket(expression, m.end() - 1)
+        close = matching_bracket(expression, m.end() - 1)
         if close < 0:
             return total  # the compiler reports the syntax error
         body = estimated_cost(expression[m.end():close])
         total += _range_size(expression, i) * (_STEP_COST + body)
-        i = close + 1
+        resume = close + 1
     return total
 
 
@@ -547,24 +534,12 @@ def _range_size(text: str, dot: int) -> int:
     inner = text[k + 1:j]
     if not inner.strip():
         return 0
-    count, depth, q = 1, 0, 0
-    while q < len(inner):
-        c = inner[q]
-        if c in "\"'":
-            q = _string_end(inner, q)
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            count += 1
-        q += 1
-    return count
+    return 1 + sum(1 for q, depth in code_positions(inner) if inner[q] == "," and depth == 0)
 
 
 def _string_end(text: str, start: int) -> int:
-    """The index after the string literal that starts at ``start`` (CEL quoting)."""
+    """The index after the string literal that starts at ``start`` (CEL quoting: single or
+    double quotes, tripled or not; an ``r``/``R`` prefix turns escapes off)."""
     quote = text[start]
     triple = text.startswith(quote * 3, start)
     delim = quote * 3 if triple else quote
@@ -580,8 +555,12 @@ def _string_end(text: str, start: int) -> int:
     return len(text)
 
 
-def _matching_bracket(text: str, open_at: int) -> int:
-    depth, i = 0, open_at
+def code_positions(text: str, start: int = 0) -> Iterator[tuple[int, int]]:
+    """Each index of ``text`` from ``start`` that lies outside CEL string literals, with the
+    bracket depth once the character there is read (an opening bracket counts itself, a
+    closing one is already closed). The one scanner every expression rewrite here and in
+    ``allocate`` walks with, so that a quote or bracket inside a string never misleads them."""
+    depth, i = 0, start
     while i < len(text):
         ch = text[i]
         if ch in "\"'":
@@ -591,9 +570,16 @@ def _matching_bracket(text: str, open_at: int) -> int:
             depth += 1
         elif ch in ")]}":
             depth -= 1
-            if depth == 0:
-                return i if "([{".index(text[open_at]) == ")]}".index(ch) else -1
+        yield i, depth
         i += 1
+
+
+def matching_bracket(text: str, open_at: int) -> int:
+    """The index of the bracket closing the one at ``open_at`` (outside string literals), or
+    -1 when there is none or it is of another kind."""
+    for i, depth in code_positions(text, open_at):
+        if depth == 0 and text[i] in ")]}":
+            return i if "([{".index(text[open_at]) == ")]}".index(text[i]) else -1
     return -1
 
 
