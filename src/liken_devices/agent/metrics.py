@@ -4,59 +4,33 @@ What the node's device layer does, named with its unit and with what it counts: 
 published, slice writes, walks and their duration, uevents seen and ignored, failed API
 requests, claims prepared and unprepared (claims, not calls: one kubelet request carries
 several) and how long the kubelet's requests took, whether the kubelet registered the plugin,
-the build, and the process's own CPU, memory and descriptors. One registry per agent (not the
-process-wide default) so tests and embedders do not collide; no ``_created`` series (a restart
-is visible in ``process_start_time_seconds``). The HTTP side is :mod:`..kube.endpoint`.
+the build, and the process's own CPU, memory and descriptors. The registry, the build, the
+slice publisher's series and the exposition are :mod:`..kube.metrics`'s, shared with the media
+agent; the HTTP side is :mod:`..kube.endpoint`.
 """
 
 from __future__ import annotations
 
-import platform
-import time
 from collections.abc import Callable, Mapping
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    ProcessCollector,
-    disable_created_metrics,
-    generate_latest,
-)
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from .. import __version__
 from ..kube.endpoint import Check, Endpoint
+from ..kube.metrics import SliceMetrics
 
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-# ``_created`` samples double every counter's series and say only when the process started.
-disable_created_metrics()
 
-
-class AgentMetrics:
+class AgentMetrics(SliceMetrics):
     """The metrics, and the hooks the kube side (``ApiMetrics``) and the plugin
     (``plugin.core.PluginMetrics``) call."""
 
     def __init__(self, registry: CollectorRegistry | None = None,
                  prefix: str = "liken_devices") -> None:
-        self.registry = registry or CollectorRegistry(auto_describe=True)
+        super().__init__(registry, prefix, "ResourceSlice")
         r, p = self.registry, prefix
-        ProcessCollector(registry=r)
-        self.build = Gauge(f"{p}_build_info", "The running build (always 1)",
-                           ["version", "python"], registry=r)
-        self.build.labels(version=__version__, python=platform.python_version()).set(1)
-        self.devices = Gauge(f"{p}_published_devices", "Devices in the node's ResourceSlice",
-                             registry=r)
         self.overflow = Gauge(f"{p}_overflow_devices",
                               "Devices left out past the slice's device cap", registry=r)
-        self.generation = Gauge(f"{p}_pool_generation",
-                                "The pool generation of the last written slice", registry=r)
-        self.last_publish = Gauge(f"{p}_last_publish_timestamp_seconds",
-                                  "When the slice was last written (Unix time)", registry=r)
-        self.publishes = Counter(f"{p}_slice_writes", "Writes of the node's ResourceSlice",
-                                 registry=r)
         self.walks = Counter(f"{p}_walks", "Walks of sysfs, by what caused them", ["reason"],
                              registry=r)
         self.walk_seconds = Histogram(f"{p}_walk_duration_seconds",
@@ -66,9 +40,6 @@ class AgentMetrics:
         self.uevents = Counter(f"{p}_uevents", "Kernel uevents received", registry=r)
         self.uevents_ignored = Counter(
             f"{p}_uevents_ignored", "Uevents that wake no walk", registry=r)
-        self.api_errors = Counter(f"{p}_api_errors", "Failed API requests, by object and "
-                                  "HTTP status (connection: no answer)", ["op", "code"],
-                                  registry=r)
         self.claims_prepared = Counter(f"{p}_claims_prepared",
                                        "Claims the kubelet asked to prepare, by outcome",
                                        ["result"], registry=r)
@@ -83,17 +54,6 @@ class AgentMetrics:
                                            "requests", buckets=_DURATION_BUCKETS, registry=r)
         self.registered = Gauge(f"{p}_registered",
                                 "1 when the kubelet registered the plugin, else 0", registry=r)
-
-    # ---- kube.retry.ApiMetrics ---------------------------------------------------------------
-
-    def api_error(self, op: str, code: int | None) -> None:
-        self.api_errors.labels(op=op, code=str(code) if code is not None else "connection").inc()
-
-    def published(self, devices: int, generation: int) -> None:
-        self.publishes.inc()
-        self.devices.set(devices)
-        self.generation.set(generation)
-        self.last_publish.set(time.time())
 
     # ---- plugin.core.PluginMetrics -----------------------------------------------------------
 
@@ -119,9 +79,6 @@ class AgentMetrics:
         self.registered.set_function(lambda: 1.0 if registered() else 0.0)
 
     # ---- the endpoint ------------------------------------------------------------------------
-
-    def exposition(self) -> tuple[bytes, str]:
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
     def serve(self, port: int, addr: str = "127.0.0.1", health: Check | None = None,
               ready: Check | None = None, reuse_port: bool = False) -> Endpoint:
