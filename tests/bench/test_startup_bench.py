@@ -59,18 +59,25 @@ def _runner(argv: list[str], env: dict[str, str] | None = None) -> Callable[[], 
     return lambda: run_process(argv, env=env)
 
 
-@pytest.mark.benchmark(group="startup")
-def test_scan_cpu_against_what_users_run(benchmark: Any) -> None:
-    scan = _runner(_scan_command())
-    first = scan()
-    assert first.code == 0, "liken-devices scan failed on this machine"
+def _measure(benchmark: Any, command: Callable[[], Run], fails: str) -> list[Run]:
+    """One warm-up run that must succeed (else ``fails``), then ``command`` RUNS times (3 when
+    benchmarks are off) under the benchmark, every run exiting 0."""
+    first = command()
+    assert first.code == 0, fails
     runs: list[Run] = []
 
     def measure() -> None:
-        runs.extend(scan() for _ in range(3 if benchmark.disabled else RUNS))
+        runs.extend(command() for _ in range(3 if benchmark.disabled else RUNS))
 
     benchmark.pedantic(measure, rounds=1, iterations=1)
     assert runs and all(r.code == 0 for r in runs)
+    return runs
+
+
+@pytest.mark.benchmark(group="startup")
+def test_scan_cpu_against_what_users_run(benchmark: Any) -> None:
+    scan = _runner(_scan_command())
+    runs = _measure(benchmark, scan, "liken-devices scan failed on this machine")
     if benchmark.disabled:
         return
     record(benchmark, "startup", "`liken-devices scan`, CPU", [r.cpu * 1e3 for r in runs], "ms",
@@ -97,15 +104,7 @@ def test_media_child_against_vainfo(benchmark: Any, tmp_path: Path, build: VaBui
     node = gpus.add(128, CAPS / "intel-dg2-ihd.txt")
     env = gpus.env
     child = _runner([*child_command(), node], env)
-    first = child()
-    assert first.code == 0, "the probe child failed against the test driver"
-    runs: list[Run] = []
-
-    def measure() -> None:
-        runs.extend(child() for _ in range(3 if benchmark.disabled else RUNS))
-
-    benchmark.pedantic(measure, rounds=1, iterations=1)
-    assert runs and all(r.code == 0 for r in runs)
+    runs = _measure(benchmark, child, "the probe child failed against the test driver")
     if benchmark.disabled:
         return
     figure = "media probe child, one render node, CPU"
