@@ -54,7 +54,13 @@ user() { [ "$1" = liken-media ] && echo 65532:65532 || echo 0:0; }
 mkdir -p "$OUT/wheels"
 rm -f "$OUT"/wheels/*.whl
 echo "image: wheels" >&2
-"$PY" -m pip wheel -q --disable-pip-version-check --no-deps -w "$OUT/wheels" .
+# The project's wheel from a clean copy of its sources: an in-tree build would reuse ./build/lib,
+# where a module deleted from src/ can linger.
+srccopy=$(mktemp -d)
+trap 'rm -rf "$srccopy"' EXIT
+tar -C . --exclude=__pycache__ --exclude='*.egg-info' -cf - pyproject.toml README.md LICENSE src \
+  | tar -C "$srccopy" -xf -
+"$PY" -m pip wheel -q --disable-pip-version-check --no-deps -w "$OUT/wheels" "$srccopy"
 mapfile -t deps < <("$PY" -c 'import tomllib; [print(d) for d in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]]')
 arch=$(uname -m)
 "$PY" -m pip download -q --disable-pip-version-check -d "$OUT/wheels" --only-binary=:all: \

@@ -33,7 +33,8 @@ from .support import REPO, by_kind, kubectl, rendered
 
 SHARED = REPO.parent / "shared" / "sysfs"
 RECORDING = SHARED / "thinkpad-t60p-systemd-sys-script.umockdev"
-INPUTS = ("scripts/image.sh", "deploy/image/Containerfile", "pyproject.toml", "README.md")
+INPUTS = ("scripts/image.sh", "deploy/image/Containerfile", "pyproject.toml", "README.md",
+          "LICENSE")
 
 pytestmark = [
     pytest.mark.root, pytest.mark.slow, pytest.mark.timeout(1800),  # a first build downloads
