@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -220,7 +221,13 @@ def test_run_in_the_image_publishes_with_the_daemonsets_mounts(
         binds += ["-v", f"{source}:{mount['mountPath']}:{mode}"]
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     env = pod_env(container, cm, node)
-    args = container_args(ds, env)
+    # The host's network is shared with every other test: the endpoint takes a free port.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    args = [f"--metrics-port={free}" if a.startswith("--metrics-port=") else a
+            for a in container_args(ds, env)]
+    assert f"--metrics-port={free}" in args
     name = f"liken-image-test-{os.getpid()}"
     proc = subprocess.Popen(
         ["podman", "run", "--rm", "--name", name, "--privileged", "--network", "host",
