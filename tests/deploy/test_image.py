@@ -80,13 +80,14 @@ def images() -> dict[str, str]:
                                   capture_output=True, text=True, timeout=1500,
                                   stdin=subprocess.DEVNULL)
             assert done.returncode == 0, done.stderr[-3000:]
-            # Earlier inputs' images are of no more use.
-            for program in missing:
-                listed = podman("images", "--format", "{{.Repository}}:{{.Tag}}",
-                                f"localhost/{program}").stdout.split()
-                stale = [n for n in listed if ":in-" in n and n != names[program]]
-                if stale:
-                    podman("rmi", *stale, check=False)
+            # The images this checkout built for earlier inputs are of no more use; other
+            # checkouts on the machine share podman's storage, so theirs are left alone.
+            built = REPO / "build" / "image-tags.txt"
+            earlier = built.read_text().split() if built.exists() else []
+            stale = [n for n in earlier if n not in names.values()]
+            if stale:
+                podman("rmi", *stale, check=False)
+            built.write_text("".join(f"{n}\n" for n in names.values()))
     return names
 
 
