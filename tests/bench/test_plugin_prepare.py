@@ -23,11 +23,10 @@ import lightkube
 import pytest
 from lightkube import KubeConfig
 
-from liken_devices.inventory import Sources
 from liken_devices.plugin import Plugin, PluginConfig
 from tests.plugin.kubelet import TestKubelet
 from tests.support.fakeapi_process import FakeApiProcess
-from tests.support.sysfs_builder import SysfsBuilder
+from tests.support.sysfs_builder import SysfsBuilder, bare_sources
 
 from .figures import percentile, record, timed
 
@@ -46,10 +45,7 @@ def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin]]:
         usb = b.usb_device(f"1-{i + 1}", busnum=1, devnum=i + 2)
         intf = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
         b.node(intf, "hidraw", f"hidraw{i}", 242, i, subdir=f"0003:1234:5678.{i:04X}/hidraw")
-    for d in ("facts/storage", "mods", "hw"):
-        (root / d).mkdir(parents=True)
-    sources = Sources(sysfs=root / "sys", facts=root / "facts", modules_dir=root / "mods",
-                      hwdata_dir=root / "hw")
+    sources = bare_sources(root)
     assert len(sources.walk().devices) == DEVICES
     api = FakeApiProcess()
     kubeconfig = api.write_kubeconfig(root / "kc")

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 
 from liken_devices.cli import main
-from liken_devices.inventory import Sources
 from liken_devices.inventory.model import NO_CLAIMS, Claimed, Inventory
 from tests.support.fakeapi import FakeApiServer
-from tests.support.sysfs_builder import SysfsBuilder
+from tests.support.sysfs_builder import SysfsBuilder, bare_sources
 
 from .conftest import Hardware, new_claim
 from .kubelet import TestKubelet
@@ -62,10 +61,7 @@ class Reader:
 
     def __init__(self, root: Path) -> None:
         self.b = SysfsBuilder(root / "sys")
-        for d in ("facts/storage", "mods", "hw"):
-            (root / d).mkdir(parents=True)
-        self.sources = Sources(sysfs=root / "sys", facts=root / "facts",
-                               modules_dir=root / "mods", hwdata_dir=root / "hw")
+        self.sources = bare_sources(root)
         self.usb = self.b.usb_device("1-3", devnum=5)
         self.iface = self.b.usb_interface(self.usb, "1.0", driver=None, cls=0x0B)
 
@@ -128,10 +124,7 @@ def test_the_claims_command_walks_with_the_prepared_claims(
         ) -> None:
     root = tmp_path / "m"
     b = SysfsBuilder(root / "sys")
-    for d in ("facts/storage", "mods", "hw"):
-        (root / d).mkdir(parents=True)
-    sources = Sources(sysfs=root / "sys", facts=root / "facts", modules_dir=root / "mods",
-                      hwdata_dir=root / "hw")
+    sources = bare_sources(root)
     usb = b.usb_device("1-2", devnum=4)
     iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
     hidraw = b.node(iface, "hidraw", "hidraw0", 242, 0, subdir="hidraw")

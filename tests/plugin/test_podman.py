@@ -112,12 +112,13 @@ def own_state(state_dir: Path) -> None:
     (state_dir / STATE_FILE).write_bytes(render_state({}))
 
 
-@pytest.fixture
-def e2e(make_plugin: Any, machine: Machine, tmp_path: Path) -> Iterator[tuple[Plugin,
-                                                                            TestKubelet]]:
-    own_state(tmp_path / "state")
-    p = make_plugin(walk=machine.sources.walk, cdi_dir=CDI_DIR, sweep_orphans=False,
-                    sysfs=machine.sources.sysfs, state_dir=tmp_path / "state")
+def registered_plugin(make_plugin: Any, sources: Sources,
+                      state_dir: Path) -> Iterator[tuple[Plugin, TestKubelet]]:
+    """A plugin writing its CDI specs where podman reads them, with its own state (not other
+    tests' claims, from the shared CDI directory), registered with a test kubelet."""
+    own_state(state_dir)
+    p = make_plugin(walk=sources.walk, cdi_dir=CDI_DIR, sweep_orphans=False,
+                    sysfs=sources.sysfs, state_dir=state_dir)
     k = TestKubelet(p.config.registration_socket)
     k.register()
     try:
@@ -126,6 +127,12 @@ def e2e(make_plugin: Any, machine: Machine, tmp_path: Path) -> Iterator[tuple[Pl
         k.close()
         for uid in p.prepared():  # a test that failed before its unprepare: no spec left behind
             (CDI_DIR / f"liken.sh-{uid}.json").unlink(missing_ok=True)
+
+
+@pytest.fixture
+def e2e(make_plugin: Any, machine: Machine, tmp_path: Path) -> Iterator[tuple[Plugin,
+                                                                            TestKubelet]]:
+    yield from registered_plugin(make_plugin, machine.sources, tmp_path / "state")
 
 
 STAT = "stat -c '%n %F %t:%T' /dev/tty5 /dev/loop1 2>&1"

@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 
-from liken_devices.inventory import Sources
 from tests.support.fakeapi import FakeApiServer
-from tests.support.sysfs_builder import SysfsBuilder
+from tests.support.sysfs_builder import SysfsBuilder, bare_sources
 
 from .conftest import new_claim
 from .kubelet import TestKubelet
-from .test_podman import CDI_DIR, own_state, podman
+from .test_podman import CDI_DIR, podman, registered_plugin
 from .test_podman import _podman_ready as podman_ready
 
 pytestmark = [pytest.mark.root]
@@ -43,10 +42,7 @@ def _need_podman() -> None:
 class Ups:
     def __init__(self, root: Path) -> None:
         self.b = SysfsBuilder(root / "sys")
-        for d in ("facts/storage", "mods", "hw"):
-            (root / d).mkdir(parents=True)
-        self.sources = Sources(sysfs=root / "sys", facts=root / "facts",
-                               modules_dir=root / "mods", hwdata_dir=root / "hw")
+        self.sources = bare_sources(root)
         usb = self.b.usb_device("1-2", devnum=3)
         self.iface = self.b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
         self.hidraw = self.b.node(self.iface, "hidraw", "hidraw2", 242, 2, subdir="hidraw")
@@ -59,17 +55,7 @@ def ups(tmp_path: Path) -> Ups:
 
 @pytest.fixture
 def e2e(make_plugin: Any, ups: Ups, tmp_path: Path) -> Iterator[tuple[Any, TestKubelet]]:
-    own_state(tmp_path / "state")  # not other tests' claims, from the shared /var/run/cdi
-    p = make_plugin(walk=ups.sources.walk, cdi_dir=CDI_DIR, sweep_orphans=False,
-                    sysfs=ups.sources.sysfs, state_dir=tmp_path / "state")
-    k = TestKubelet(p.config.registration_socket)
-    k.register()
-    try:
-        yield p, k
-    finally:
-        k.close()
-        for uid in p.prepared():  # a test that failed before its unprepare: no spec left behind
-            (CDI_DIR / f"liken.sh-{uid}.json").unlink(missing_ok=True)
+    yield from registered_plugin(make_plugin, ups.sources, tmp_path / "state")
 
 
 def test_the_restarted_container_starts_after_its_libusb_program_left_the_interface(

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from liken_devices.inventory import MachineSpec, SerioEntry, Sources
+from liken_devices.inventory import MachineSpec, SerioEntry
 from liken_devices.inventory.model import NO_CLAIMS, Claimed
 from liken_devices.plugin.cdi import ROOT_ONLY
 from tests.support.fakeapi import FakeApiServer
-from tests.support.sysfs_builder import Dev, SysfsBuilder
+from tests.support.sysfs_builder import Dev, SysfsBuilder, bare_sources
 
 from .cdi_schema import check_claim_spec
 from .conftest import cdi_files, new_claim
@@ -29,10 +29,7 @@ PULSE8 = SerioEntry("pulse8-cec", "2548", "1002")
 class FixtureMachine:
     def __init__(self, root: Path) -> None:
         self.b = b = SysfsBuilder(root / "sys")
-        for d in ("facts/storage", "mods", "hw"):
-            (root / d).mkdir(parents=True)
-        self.sources = Sources(sysfs=root / "sys", facts=root / "facts",
-                               modules_dir=root / "mods", hwdata_dir=root / "hw")
+        self.sources = bare_sources(root)
         self.machine = MachineSpec()
         gpu = b.gpu()  # render + card
         b.node(gpu, "i2c-dev", "i2c-3", 89, 3, subdir="i2c-3/i2c-dev")

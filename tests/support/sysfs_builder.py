@@ -17,6 +17,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from liken_devices.inventory import Sources
+
 BUSES = {"pci", "usb", "platform", "acpi", "pnp", "serio", "hid", "virtio", "scsi", "i2c"}
 
 
@@ -207,3 +209,12 @@ class SysfsBuilder:
             inp = self.device(c, f"input{n}", "input")
             self.node(inp, "input", f"event{n}", 13, 64 + n, devname=f"input/event{n}")
         return hda
+
+
+def bare_sources(root: Path) -> Sources:
+    """Sources that walk ``root/sys`` (a SysfsBuilder's tree) with empty facts, modules and ID
+    directories beside it (made here)."""
+    for d in ("facts/storage", "mods", "hw"):
+        (root / d).mkdir(parents=True)
+    return Sources(sysfs=root / "sys", facts=root / "facts", modules_dir=root / "mods",
+                   hwdata_dir=root / "hw")
