@@ -45,7 +45,8 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
     out = p.add_argument_group("outputs")
     out.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                      help="serve /metrics, /healthz and /readyz on this port (0: any free "
-                          "port; default: no endpoint)")
+                          "port; default: no endpoint); with --seamless-upgrade the other "
+                          "instance shares it and the newer one answers")
     out.add_argument("--metrics-addr", default=None, metavar="ADDR",
                      help="the endpoint's address (default: $POD_IP, which the DaemonSet sets "
                           "from the downward API, else 127.0.0.1)")
