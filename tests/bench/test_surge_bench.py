@@ -11,6 +11,7 @@ that answers is the new one (its start time in /metrics), then until the new one
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from tests.agent.node import FixtureNode
 from tests.agent.test_surge import Agent, fetch, free_port, process_start, same, started_at
 
 from .agent_bench import daemonset_env
-from .figures import record
+from .figures import Run, record, run_process
 
 pytestmark = pytest.mark.slow
 
@@ -90,3 +91,41 @@ def test_the_new_agent_takes_the_port_over(benchmark: Any, tmp_path: Path) -> No
     record(benchmark, "surge", "exec → the new agent answers the shared port", listening, "s",
            budget="< 10 s (the startup probe's initial delay)")
     record(benchmark, "surge", "exec → its /healthz is 200 (first walk done)", healthy, "s")
+
+
+# The alternative not chosen: exec probes, each a process started in the container. The floor of
+# one is an isolated interpreter that makes one GET (the runtime's own exec cost comes on top and
+# is not measured here); at the DaemonSet's periods (liveness every 20 s, readiness every 10 s)
+# that is 0.15 processes a second on every node.
+PROBES_PER_SECOND = 1 / 20 + 1 / 10
+PROBE = ("import socket\n"
+         "s = socket.create_connection(('127.0.0.1', {port}), 5)\n"
+         "s.sendall(b'GET /healthz HTTP/1.0\\r\\n\\r\\n')\n"
+         "raise SystemExit(0 if s.recv(64).split()[1] == b'200' else 1)\n")
+
+
+@pytest.mark.benchmark(group="surge")
+def test_an_exec_probe_would_cost(benchmark: Any, tmp_path: Path) -> None:
+    node = FixtureNode(tmp_path / "node")
+    port = free_port()
+    agent = Agent(node, port, tmp_path / "agent.log", uid="3f6a1c2e-0000-4000-8000-00000000a01d")
+    runs: list[Run] = []
+    try:
+        agent.healthy_start(port)
+        argv = [sys.executable, "-I", "-S", "-c", PROBE.format(port=port)]
+
+        def measure() -> None:
+            runs.extend(run_process(argv) for _ in range(3 if benchmark.disabled else RUNS * 2))
+
+        benchmark.pedantic(measure, rounds=1, iterations=1)
+    finally:
+        agent.ensure_dead()
+    assert runs and all(r.code == 0 for r in runs)
+    if benchmark.disabled:
+        return
+    record(benchmark, "surge", "an exec probe's process (python -I -S, one GET), CPU",
+           [r.cpu * 1e3 for r in runs], "ms")
+    record(benchmark, "surge", "exec probes at the DaemonSet's periods, CPU per node",
+           [r.cpu * 1e3 * PROBES_PER_SECOND for r in runs], "ms/s",
+           budget="the agent's whole idle budget: ≤ 1 ms/s (0.1 %)",
+           note="the container runtime's exec not included")
