@@ -109,6 +109,17 @@ def add_inputs(parser: argparse.ArgumentParser, *, machine: bool = True) -> None
                    help=f"the node's name (default: ${NODE_NAME_ENV}, else this host's name)")
 
 
+def add_endpoint_args(group: argparse._ActionsContainer, port_also: str = "") -> None:
+    """The metrics and probe endpoint's options, the same for both agents (kube.endpoint);
+    ``port_also`` ends --metrics-port's help."""
+    group.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                       help="serve /metrics, /healthz and /readyz on this port (0: any free "
+                            "port; default: no endpoint)" + port_also)
+    group.add_argument("--metrics-addr", default=None, metavar="ADDR",
+                       help="the endpoint's address (default: $POD_IP, which the DaemonSet "
+                            "sets from the downward API, else 127.0.0.1)")
+
+
 def _terminal_width() -> int:
     try:
         columns = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size().columns

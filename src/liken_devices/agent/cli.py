@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..cliargs import add_endpoint_args
 from ..inventory.limits import DRIVER, MAX_DEVICES
 from ..plugin.paths import (
     DEFAULT_CDI_DIR,
@@ -43,13 +44,8 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
     api.add_argument("--api-timeout", type=float, default=10.0, metavar="SECONDS",
                      help="timeout of one API request (default 10)")
     out = p.add_argument_group("outputs")
-    out.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
-                     help="serve /metrics, /healthz and /readyz on this port (0: any free "
-                          "port; default: no endpoint); with --seamless-upgrade the other "
-                          "instance shares it and the newer one answers")
-    out.add_argument("--metrics-addr", default=None, metavar="ADDR",
-                     help="the endpoint's address (default: $POD_IP, which the DaemonSet sets "
-                          "from the downward API, else 127.0.0.1)")
+    add_endpoint_args(out, port_also="; with --seamless-upgrade the other instance shares "
+                                     "it and the newer one answers")
     out.add_argument("--console", type=Path, default=Path("/dev/console"), metavar="PATH",
                      help=f"where the device count is printed past the {MAX_DEVICES} cap "
                           "(default /dev/console)")

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from .. import __version__, logs
-from ..cliargs import InputError, Parser, node_from_args, sources_from_args
+from ..cliargs import InputError, Parser, add_endpoint_args, node_from_args, sources_from_args
 from ..errors import one_line
 from ..inventory.limits import DRIVER as LIKEN_DRIVER
 from ..slices import SliceInvalid
@@ -79,12 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(run)
     run.add_argument("--kubeconfig", type=Path, default=None,
                      help="kubeconfig file (default: in-cluster, then KUBECONFIG)")
-    run.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
-                     help="serve /metrics, /healthz and /readyz on this port (0: any free "
-                          "port; default: no endpoint)")
-    run.add_argument("--metrics-addr", default=None, metavar="ADDR",
-                     help="the endpoint's address (default: $POD_IP, which the DaemonSet sets "
-                          "from the downward API, else 127.0.0.1)")
+    add_endpoint_args(run)
     run.add_argument("--pod-name", default=os.environ.get("POD_NAME") or None, metavar="NAME",
                      help="this pod, evicted when liken publishes a render node it lacks "
                           "(default: $POD_NAME)")
