@@ -78,6 +78,17 @@ def fleet(api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     return rc, capsys.readouterr().out
 
 
+def _claim_file(tmp_path: Path, device_class: str) -> Path:
+    """A claim file asking for one device of ``device_class``."""
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "mine", "namespace": "team-b"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+            "deviceClassName": device_class}}]}}}))
+    return claim
+
+
 def test_fleet_lists_every_node_with_paginated_lists(api: FakeApiServer, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     populate(api)
@@ -164,12 +175,7 @@ def test_match_against_the_cluster(api: FakeApiServer, tmp_path: Path,
         "spec": {"selectors": [{"cel": {"expression":
                                         'device.attributes["liken.sh"].class == "smart-card"'}}]}})
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-    claim = tmp_path / "claim.yaml"
-    claim.write_text(yaml.safe_dump({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-        "metadata": {"name": "mine", "namespace": "team-b"},
-        "spec": {"devices": {"requests": [{"name": "r", "exactly": {
-            "deviceClassName": "reader"}}]}}}))
+    claim = _claim_file(tmp_path, "reader")
     rc = main(["match", "-f", str(claim), "--kubeconfig", str(kubeconfig), "-o", "json",
                "--page-size", "3"])
     assert rc == 0
@@ -213,12 +219,7 @@ def test_a_claim_of_a_later_api_shape_still_holds_its_device(
     held = {d["device"]: d["heldBy"] for d in json.loads(out)["devices"] if d["heldBy"]}
     assert held == {"usb-1-3-1-0": ["team-c/future"]}
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-    claim = tmp_path / "claim.yaml"
-    claim.write_text(yaml.safe_dump({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-        "metadata": {"name": "mine", "namespace": "team-b"},
-        "spec": {"devices": {"requests": [{"name": "r", "exactly": {
-            "deviceClassName": "serial"}}]}}}))
+    claim = _claim_file(tmp_path, "serial")
     classes = tmp_path / "class.yaml"
     classes.write_text(yaml.safe_dump(CLASS))
     rc = main(["match", "-f", str(claim), "-f", str(classes), "--kubeconfig", str(kubeconfig),

@@ -6,14 +6,19 @@ import subprocess
 import sys
 
 
+def _python(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter (nothing imported yet)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True).stdout
+
+
 def test_agent_and_parser_do_not_import_the_cel_runtime() -> None:
     code = ("import sys\n"
             "import liken_devices.agent.runner, liken_devices.plugin.core\n"
             "from liken_devices.cli import build_parser\n"
             "build_parser()\n"
             "print(sorted(m for m in sys.modules if m.startswith(('cel_expr_python', 'celpy'))))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    out = _python(code)
     assert out.strip() == "[]"
 
 
@@ -23,6 +28,5 @@ def test_match_loads_it_on_demand() -> None:
             "assert 'cel_expr_python' not in sys.modules\n"
             "environment()\n"
             "print('cel_expr_python' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    out = _python(code)
     assert out.strip() == "True"
