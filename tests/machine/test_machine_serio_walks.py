@@ -37,6 +37,21 @@ def ptys() -> Iterator[list[tuple[int, int]]]:
                 os.close(fd)
 
 
+def both_sides(tmp_path: Path, hwdata: Path) -> tuple[SysfsBuilder, Path, Sources, Recorder,
+                                                      MachineSide]:
+    """A sysfs tree and /dev under ``tmp_path``, the policy's Sources over them and the machine
+    side acting on them through a recorder that fakes the serio line discipline."""
+    b = SysfsBuilder(tmp_path / "sys")
+    dev_root = tmp_path / "dev"
+    dev_root.mkdir()
+    sources = Sources(sysfs=b.root, facts=tmp_path / "facts", modules_dir=tmp_path / "modules",
+                      hwdata_dir=hwdata)
+    ops = Recorder(fake_serio=True)
+    side = MachineSide(tmp_path / "modules", serio_opener=ops, dev_root=dev_root,
+                       sys_root=b.root, proc_root=tmp_path / "proc")
+    return b, dev_root, sources, ops, side
+
+
 def plug(b: SysfsBuilder, dev_root: Path, ptys: list[tuple[int, int]], *, devnum: int,
          tty: str, serial: str = "P8-0001") -> tuple[Dev, Dev]:
     """The adapter arrives: USB device, CDC ACM interface, and its tty (a pty's numbers)."""
@@ -64,16 +79,9 @@ def kernel_binds_cec(b: SysfsBuilder, line: Dev) -> None:
 
 
 def test_attach_unplug_replug_and_remove(tmp_path: Path, ptys: list[tuple[int, int]]) -> None:
-    b = SysfsBuilder(tmp_path / "sys")
-    dev_root = tmp_path / "dev"
-    dev_root.mkdir()
     hwdata = tmp_path / "hwdata"
     hwdata.mkdir()
-    sources = Sources(sysfs=b.root, facts=tmp_path / "facts", modules_dir=tmp_path / "modules",
-                      hwdata_dir=hwdata)
-    ops = Recorder(fake_serio=True)
-    side = MachineSide(tmp_path / "modules", serio_opener=ops, dev_root=dev_root,
-                       sys_root=b.root, proc_root=tmp_path / "proc")
+    b, dev_root, sources, ops, side = both_sides(tmp_path, hwdata)
     spec = MachineSpec(serio=(ENTRY,))
     try:
         usb, line = plug(b, dev_root, ptys, devnum=5, tty="ttyACM0")
@@ -126,14 +134,7 @@ def test_one_rule_names_a_serial_line_even_with_a_serial_longer_than_64_bytes(
     """decisions, "One rule names a serial line": an entry whose serial is the adapter's full
     serial (or the published, cut one) withholds the tty in the policy AND attaches the line on
     the machine side; neither side may name an adapter the other does not."""
-    b = SysfsBuilder(tmp_path / "sys")
-    dev_root = tmp_path / "dev"
-    dev_root.mkdir()
-    sources = Sources(sysfs=b.root, facts=tmp_path / "facts", modules_dir=tmp_path / "modules",
-                      hwdata_dir=tmp_path)
-    ops = Recorder(fake_serio=True)
-    side = MachineSide(tmp_path / "modules", serio_opener=ops, dev_root=dev_root,
-                       sys_root=b.root, proc_root=tmp_path / "proc")
+    b, dev_root, sources, _, side = both_sides(tmp_path, tmp_path)
     try:
         usb, _ = plug(b, dev_root, ptys, devnum=5, tty="ttyACM0", serial=LONG_SERIAL)
         inv = sources.walk(MachineSpec())
