@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,15 +171,6 @@ def pod_env(container: dict[str, Any], cm: dict[str, Any], node: str) -> dict[st
             assert ref["name"] == cm["metadata"]["name"]
             out[e["name"]] = cm["data"][ref["key"]]
     return out
-
-
-@pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.mark.skipif(kubectl() is None, reason="kubectl (kustomize) not installed")
