@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..inventory.limits import DRIVER
 from ..inventory.model import Claimed, Inventory, PublishedDevice
@@ -267,28 +267,12 @@ class Plugin:
 
     def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareOutcome]:
         """NodePrepareResources: one outcome per claim UID; errors in band (see ``_prepare``)."""
-        started = time.perf_counter()
-        try:
-            out = self._prepare(claims)
-        except BaseException:
-            self._metrics.prepared({c.uid: "failed" for c in claims},
-                                   time.perf_counter() - started)
-            raise
-        self._metrics.prepared({u: o.error for u, o in out.items()},
-                               time.perf_counter() - started)
-        return out
+        return _counted(claims, self._prepare, self._metrics.prepared,
+                        lambda out: {u: o.error for u, o in out.items()})
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
         """NodeUnprepareResources: claim UID -> error ("" = done). Unknown claims succeed."""
-        started = time.perf_counter()
-        try:
-            out = self._unprepare(claims)
-        except BaseException:
-            self._metrics.unprepared({c.uid: "failed" for c in claims},
-                                     time.perf_counter() - started)
-            raise
-        self._metrics.unprepared(out, time.perf_counter() - started)
-        return out
+        return _counted(claims, self._unprepare, self._metrics.unprepared, lambda out: out)
 
     # -- prepare ---------------------------------------------------------------------------------
 
@@ -613,3 +597,21 @@ def _source(by_name: dict[str, PublishedDevice], name: str) -> str | None:
 def _deliveries(claim: PreparedClaim) -> list[Delivery]:
     return [Delivery(n, tuple(claim.nodes.get(n, ())), claim.present.get(n, False))
             for n in claim.device_names()]
+
+
+_Out = TypeVar("_Out")
+
+
+def _counted(claims: Sequence[ClaimRef], work: Callable[[Sequence[ClaimRef]], _Out],
+             record: Callable[[dict[str, str], float], None],
+             errors: Callable[[_Out], dict[str, str]]) -> _Out:
+    """Run one kubelet request and count it per claim with its duration: each claim's error
+    from the answer, or every claim "failed" when the request itself raised."""
+    started = time.perf_counter()
+    try:
+        out = work(claims)
+    except BaseException:
+        record({c.uid: "failed" for c in claims}, time.perf_counter() - started)
+        raise
+    record(errors(out), time.perf_counter() - started)
+    return out
