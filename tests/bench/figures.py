@@ -54,7 +54,8 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 @dataclass(frozen=True)
 class Run:
-    """One whole process: wall seconds, CPU seconds (user + system), peak resident MiB."""
+    """One whole process: wall seconds, CPU seconds (user + system), and its ``ru_maxrss`` in MiB
+    (which counts the forking parent's pages too: not the command's own peak)."""
 
     wall: float
     cpu: float

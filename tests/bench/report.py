@@ -84,10 +84,30 @@ def collect(bench_json: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 def merge(old: dict[str, Any], groups: dict[str, list[dict[str, Any]]],
           meta: dict[str, str]) -> dict[str, Any]:
+    """The old figures with this run's in their place: a figure is replaced by one of the same
+    name (and comparison), so a run of one benchmark keeps the other figures of its group."""
     out = {"groups": dict(old.get("groups", {}))}
     for name, figures in groups.items():
-        out["groups"][name] = {"meta": meta, "figures": figures}
+        kept = _figures(out["groups"].get(name))
+        fresh = [{**f, "meta": meta} for f in figures]
+        keys = {_key(f) for f in fresh}
+        merged = fresh + [f for f in kept if _key(f) not in keys]
+        order = {_key(f): i for i, f in enumerate(kept)}
+        merged.sort(key=lambda f: order.get(_key(f), len(order)))
+        out["groups"][name] = {"figures": merged}
     return out
+
+
+def _key(figure: dict[str, Any]) -> tuple[str, str]:
+    return (figure["figure"], figure.get("vs", ""))
+
+
+def _figures(group: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A group's figures, each with the run that measured it (older files kept one per group)."""
+    if not group:
+        return []
+    shared = group.get("meta")
+    return [{**f, "meta": f.get("meta", shared)} for f in group.get("figures", [])]
 
 
 def number(value: float) -> str:
@@ -106,8 +126,7 @@ def number(value: float) -> str:
 
 
 def render(group: dict[str, Any]) -> str:
-    meta = group["meta"]
-    figures = group["figures"]
+    figures = _figures(group)
     with_vs = any("vs" in f for f in figures)
     head = ["figure", "min", "median", "max", "budget"]
     if with_vs:
@@ -128,8 +147,14 @@ def render(group: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     notes = [f"- {f['figure']}: {f['note']}" for f in figures if f.get("note")]
     lines.append("")
-    lines.append(f"Measured {meta['date']} at commit `{meta['commit']}` on {meta['machine']}, "
-                 f"Python {meta['python']}.")
+    runs = []
+    for f in figures:
+        m = f["meta"]
+        run = (f"{m['date']} at commit `{m['commit']}` on {m['machine']}, "
+               f"Python {m['python']}")
+        if run not in runs:
+            runs.append(run)
+    lines.append("Measured " + "; and ".join(runs) + ".")
     if notes:
         lines.append("")
         lines.extend(notes)

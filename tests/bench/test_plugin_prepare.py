@@ -14,8 +14,9 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ DEVICES = 60
 
 
 @pytest.fixture(scope="module")
-def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin]]:
+def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin, Callable[[], None]]]:
     root = Path(tempfile.mkdtemp(prefix="lkb-", dir="/tmp"))
     # /var/run/cdi is a tmpfs on a real node: measure spec writes on one when the machine has it.
     shm = Path("/dev/shm")
@@ -73,6 +74,17 @@ def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin]]:
             built.agent.request_stop()
             thread.join(10)
             built.close()
+
+        def settle() -> None:
+            # The untimed setup's unprepare makes the agent walk again (the claims changed); a
+            # kubelet's next prepare comes after that, not within the same milliseconds.
+            agent = built.agent
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                last = agent.inventory
+                if last is not None and agent.fresh_walk(claimed=plugin.claimed()) is last:
+                    return
+                time.sleep(0.01)
     else:  # no uevent socket without root: the plugin alone, walking at every prepare
         client = lightkube.Client(config=KubeConfig.from_file(kubeconfig))
         plugin = Plugin(PluginConfig(node=NODE, cdi_dir=cdi_dir, state_dir=root / "state",
@@ -84,10 +96,13 @@ def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin]]:
             plugin.stop()
             client.close()
 
+        def settle() -> None:
+            pass  # every prepare walks
+
     kubelet = TestKubelet(plugin.config.registration_socket)
     kubelet.register()
     try:
-        yield api, kubelet, plugin
+        yield api, kubelet, plugin, settle
     finally:
         kubelet.close()
         close()
@@ -97,9 +112,10 @@ def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin]]:
 
 
 @pytest.mark.parametrize("count", [1, 50])
-def test_prepare_latency(benchmark: Any, rig: tuple[FakeApiProcess, TestKubelet, Plugin],
+def test_prepare_latency(benchmark: Any,
+                         rig: tuple[FakeApiProcess, TestKubelet, Plugin, Callable[[], None]],
                          count: int) -> None:
-    api, kubelet, plugin = rig
+    api, kubelet, plugin, settle = rig
     previous: list[tuple[str, str, str]] = []
 
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -112,12 +128,13 @@ def test_prepare_latency(benchmark: Any, rig: tuple[FakeApiProcess, TestKubelet,
             api.add_claim("bench", name, uid=uid, node=NODE,
                           results=[{"request": "hid", "device": f"usb-1-{i + 1}-1-0"}])
             previous.append(("bench", uid, name))
+        settle()
         return (list(previous),), {}
 
     def run(claims: list[tuple[str, str, str]]) -> Any:
         return kubelet.prepare(claims)
 
-    out = benchmark.pedantic(run, setup=setup, rounds=30 if count == 1 else 15, iterations=1)
+    out = benchmark.pedantic(run, setup=setup, rounds=100 if count == 1 else 20, iterations=1)
     assert len(out) == count and all(a.error == "" and a.devices for a in out.values())
     assert set(plugin.prepared()) == {uid for _, uid, _ in previous}
     assert set(kubelet.unprepare(previous).values()) == {""}

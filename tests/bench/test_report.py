@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from .report import BLOCK, DATA, DOC, render, rewrite
+from .report import BLOCK, DATA, DOC, merge, render, rewrite
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +53,17 @@ def test_render_shows_budget_and_ratio() -> None:
     assert "| scan CPU (5 runs) | 41.0 ms | 45.2 ms | 60.0 ms | ≤ 60 ms |" in text
     assert "`udevadm info --export-db` | 2.00× (1.50–2.50) |" in text
     assert "commit `abc`" in text
+
+
+def test_a_partial_run_replaces_only_its_own_figures() -> None:
+    old_meta = {"date": "2026-11-30", "commit": "old", "machine": "2 cores", "python": "3.11.7"}
+    new_meta = {**old_meta, "date": "2026-12-01", "commit": "new"}
+    fig = {"group": "agent", "unit": "s", "min": 1.0, "median": 1.0, "max": 1.0, "runs": 1}
+    old = {"groups": {"agent": {"meta": old_meta, "figures": [
+        {**fig, "figure": "latency"}, {**fig, "figure": "memory"}]}}}
+    data = merge(old, {"agent": [{**fig, "figure": "memory", "median": 2.0}]}, new_meta)
+    figures = data["groups"]["agent"]["figures"]
+    assert [(f["figure"], f["meta"]["commit"]) for f in figures] == [("latency", "old"),
+                                                                     ("memory", "new")]
+    text = render(data["groups"]["agent"])
+    assert "commit `new`" in text and "commit `old`" in text

@@ -89,8 +89,6 @@ def test_scan_cpu_against_what_users_run(benchmark: Any) -> None:
         record(benchmark, "startup", "`liken-devices scan`, CPU", [r.cpu * 1e3 for r in a],
                "ms", budget="≤ 60 ms", vs=label,
                ratios=ratios([r.cpu for r in a], [r.cpu for r in b]))
-    record(benchmark, "startup", "`liken-devices scan`, peak memory",
-           [r.peak_mib for r in runs], "MiB")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..sysfs.model import DevNode
 from .catalogs import Catalogs
 from .hardware import Hardware
-from .model import AttrValue, LeftOut, Outcome, Unclaimed
+from .model import AttrValue, LeftOut, Outcome, Reason, Unclaimed
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Ledger:
         self.candidates: list[Candidate] = []
         self.held: dict[str, tuple[DevNode, ...]] = {}
 
-    def outcome(self, hw: Hardware, reason: str | None, detail: str = "",
+    def outcome(self, hw: Hardware, reason: Reason | None, detail: str = "",
                 devices: Iterable[str] = ()) -> None:
         self.outcomes.append(Outcome(hw.path, hw.bus, hw.address, hw.dev.driver, tuple(devices),
                                      reason, detail))

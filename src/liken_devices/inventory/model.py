@@ -10,27 +10,47 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from ..sysfs.model import DevNode
 from .limits import MAX_DEVICES
 
 AttrValue = bool | str
 
-# Reasons a considered piece of hardware is not published (devices.txt: What a node publishes,
-# Limits, USB devices; decisions.md: Which hardware is considered).
-NO_DRIVER = "no driver"
-NO_NODE = "no device node"
-BUS_STRUCTURE = "bus structure"
-STORAGE_ROLE = "storage role"
-ONLY_RESERVED = "only reserved nodes"
-FACTS_UNREADABLE = "facts unreadable"
-OVER_CAP = f"past the {MAX_DEVICES} cap"
-HELD_BY_PROGRAM = "held by a program through usbfs"
-HELD_BY_CLAIM = "held by a claim"
-FOLDED = "folded into another device"
-ONLY_WITHHELD = "only withheld nodes"
-SERIAL_UNATTACHED = "serial line not attached"
-NETWORK_CARD = "a network card"
+class Reason(StrEnum):
+    """Why a considered piece of hardware is not published (devices.txt: What a node publishes,
+    Limits, USB devices; decisions.md: Which hardware is considered). A member is its words, as
+    ``explain`` shows them."""
+
+    NO_DRIVER = "no driver"
+    NO_NODE = "no device node"
+    BUS_STRUCTURE = "bus structure"
+    STORAGE_ROLE = "storage role"
+    ONLY_RESERVED = "only reserved nodes"
+    FACTS_UNREADABLE = "facts unreadable"
+    OVER_CAP = f"past the {MAX_DEVICES} cap"
+    HELD_BY_PROGRAM = "held by a program through usbfs"
+    HELD_BY_CLAIM = "held by a claim"
+    FOLDED = "folded into another device"
+    ONLY_WITHHELD = "only withheld nodes"
+    SERIAL_UNATTACHED = "serial line not attached"
+    NETWORK_CARD = "a network card"
+
+
+# The members under their short names, as the policy's modules import them.
+NO_DRIVER = Reason.NO_DRIVER
+NO_NODE = Reason.NO_NODE
+BUS_STRUCTURE = Reason.BUS_STRUCTURE
+STORAGE_ROLE = Reason.STORAGE_ROLE
+ONLY_RESERVED = Reason.ONLY_RESERVED
+FACTS_UNREADABLE = Reason.FACTS_UNREADABLE
+OVER_CAP = Reason.OVER_CAP
+HELD_BY_PROGRAM = Reason.HELD_BY_PROGRAM
+HELD_BY_CLAIM = Reason.HELD_BY_CLAIM
+FOLDED = Reason.FOLDED
+ONLY_WITHHELD = Reason.ONLY_WITHHELD
+SERIAL_UNATTACHED = Reason.SERIAL_UNATTACHED
+NETWORK_CARD = Reason.NETWORK_CARD
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +150,7 @@ class Outcome:
     address: str
     driver: str | None
     devices: tuple[str, ...]  # names it was published as (empty when it was not)
-    reason: str | None  # one of the reason constants when it was not published
+    reason: Reason | None  # when it was not published
     detail: str = ""
 
 

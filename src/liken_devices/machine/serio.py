@@ -43,7 +43,7 @@ import sys
 import termios
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -248,6 +248,18 @@ def _errtext(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+@dataclass
+class _Match:
+    """What one pass found for the entries: the lines wanted (by entry and tty), the first entry
+    that named each tty, the later entries naming a tty already taken, and the entries whose
+    matching failed (with why)."""
+
+    wanted: dict[tuple[SerioEntry, str], Adapter] = field(default_factory=dict)
+    owner: dict[str, SerioEntry] = field(default_factory=dict)
+    doubles: list[tuple[SerioEntry, Adapter]] = field(default_factory=list)
+    broken: dict[SerioEntry, str] = field(default_factory=dict)
+
+
 class SerioManager:
     """Keeps the attachments in line with ``spec.serio`` and what the walk sees."""
 
@@ -263,6 +275,8 @@ class SerioManager:
 
     def apply(self, entries: Iterable[SerioEntry], snapshot: Snapshot,
               *, dry_run: bool = False) -> list[dict[str, str]]:
+        """Attach what the entries name in this snapshot, release the rest; a row per entry
+        (and per matched line) saying how it stands."""
         entries = tuple(dict.fromkeys(entries))
         with self._lock:
             if entries != self._entries:
@@ -271,59 +285,67 @@ class SerioManager:
                     if old.fd is None:
                         del self._lines[key]
                 self._entries = entries
-            wanted: dict[tuple[SerioEntry, str], Adapter] = {}
-            owner: dict[str, SerioEntry] = {}  # tty path -> the first entry that matched it
-            doubles: list[tuple[SerioEntry, Adapter]] = []
-            broken: dict[SerioEntry, str] = {}
-            for entry in entries:
-                try:
-                    adapters = find_adapters(entry, snapshot, self.dev_root)
-                except Exception as exc:  # this entry's row says it; the others go on
-                    broken[entry] = f"cannot match the adapters: {_errtext(exc)}"
-                    continue
-                for adapter in adapters:
-                    if adapter.tty_path in owner:
-                        doubles.append((entry, adapter))  # one line speaks one protocol
-                        continue
-                    owner[adapter.tty_path] = entry
-                    wanted[(entry, adapter.tty_path)] = adapter
+            match = self._match(entries, snapshot)
             for key, held in list(self._lines.items()):
-                seen = wanted.get(key)
+                seen = match.wanted.get(key)
                 if seen is None or seen.generation != held.adapter.generation:
                     self._release(held)  # removed from the spec, unplugged, or plugged in again
                     del self._lines[key]
             rows: list[dict[str, str]] = []
             for entry in entries:
-                if entry in broken:
-                    rows.append(_row(entry, None, "Failed", broken[entry]))
-                    continue
-                keys = [k for k in wanted if k[0] == entry]
-                mine = [a for e, a in doubles if e == entry]
-                for adapter in mine:
-                    first = owner[adapter.tty_path]
-                    rows.append(_row(entry, adapter.tty, "Failed",
-                                     f"/dev/{adapter.tty} is already attached for the entry "
-                                     f"{first.protocol} {first.vendor}:{first.product}; a line "
-                                     "is attached once, with one protocol"))
-                if not keys and not mine:
-                    rows.append(_row(entry, None, "Waiting", self._absent(entry)))
-                for key in keys:
-                    line = self._lines.get(key)
-                    if line is None:
-                        if dry_run:
-                            rows.append(_row(entry, wanted[key].tty, "WouldAttach",
-                                             f"dry run: would attach /dev/{wanted[key].tty} "
-                                             f"as {entry.protocol}"))
-                            continue
-                        line = self._attach(entry, wanted[key])
-                        self._lines[key] = line
-                    try:
-                        self._check(line)
-                    except Exception as exc:  # the holder cannot be asked: say so, go on
-                        line.state = "Failed"
-                        line.message = f"cannot check the holder: {_errtext(exc)}"
-                    rows.append(_row(entry, line.adapter.tty, line.state, line.message))
+                rows += self._rows(entry, match, dry_run)
             return rows
+
+    def _match(self, entries: tuple[SerioEntry, ...], snapshot: Snapshot) -> _Match:
+        """Which line each entry names now; a line two entries name goes to the first."""
+        match = _Match()
+        for entry in entries:
+            try:
+                adapters = find_adapters(entry, snapshot, self.dev_root)
+            except Exception as exc:  # this entry's row says it; the others go on
+                match.broken[entry] = f"cannot match the adapters: {_errtext(exc)}"
+                continue
+            for adapter in adapters:
+                if adapter.tty_path in match.owner:
+                    match.doubles.append((entry, adapter))  # one line speaks one protocol
+                    continue
+                match.owner[adapter.tty_path] = entry
+                match.wanted[(entry, adapter.tty_path)] = adapter
+        return match
+
+    def _rows(self, entry: SerioEntry, match: _Match, dry_run: bool) -> list[dict[str, str]]:
+        """One entry's rows, attaching its lines that are not held yet (unless a dry run)."""
+        if entry in match.broken:
+            return [_row(entry, None, "Failed", match.broken[entry])]
+        rows: list[dict[str, str]] = []
+        keys = [k for k in match.wanted if k[0] == entry]
+        mine = [a for e, a in match.doubles if e == entry]
+        for adapter in mine:
+            first = match.owner[adapter.tty_path]
+            rows.append(_row(entry, adapter.tty, "Failed",
+                             f"/dev/{adapter.tty} is already attached for the entry "
+                             f"{first.protocol} {first.vendor}:{first.product}; a line "
+                             "is attached once, with one protocol"))
+        if not keys and not mine:
+            rows.append(_row(entry, None, "Waiting", self._absent(entry)))
+        for key in keys:
+            adapter = match.wanted[key]
+            line = self._lines.get(key)
+            if line is None:
+                if dry_run:
+                    rows.append(_row(entry, adapter.tty, "WouldAttach",
+                                     f"dry run: would attach /dev/{adapter.tty} "
+                                     f"as {entry.protocol}"))
+                    continue
+                line = self._attach(entry, adapter)
+                self._lines[key] = line
+            try:
+                self._check(line)
+            except Exception as exc:  # the holder cannot be asked: say so, go on
+                line.state = "Failed"
+                line.message = f"cannot check the holder: {_errtext(exc)}"
+            rows.append(_row(entry, line.adapter.tty, line.state, line.message))
+        return rows
 
     def close(self) -> None:
         """Release every held line (the agent is stopping)."""

@@ -91,6 +91,18 @@ class ReaderMemo:
                 del self._known[key]
 
 
+def _attributes_to_read(path: str, subsystem: str | None, props: dict[str, str]) -> list[str]:
+    """The attribute files the policy reads of a device, beyond its uevent."""
+    if subsystem == "usb":
+        is_iface = props.get("DEVTYPE") == "usb_interface" or ":" in path.rsplit("/", 1)[-1]
+        return list(USB_INTERFACE_ATTRS if is_iface else USB_DEVICE_ATTRS)
+    if subsystem == "pci" and "PCI_ID" not in props:
+        return list(PCI_FALLBACK_ATTRS)
+    if subsystem == "tty" and path.rsplit("/", 1)[-1].startswith("ttyS"):
+        return list(SERIAL_PORT_ATTRS)
+    return []
+
+
 class _Walk:
     def __init__(self, root: Path, memo: ReaderMemo) -> None:
         self.root = os.fspath(root)
@@ -197,38 +209,53 @@ class _Walk:
 
     def load(self, path: str, node_type: str | None = None, subsystem: str | None = None,
              numbers: str | None = None) -> None:
+        """Read the device at ``path`` into this walk, reusing what an earlier walk read of it
+        when that is still what the kernel shows."""
         if path in self.devices:
             return
-        if numbers is not None and node_type == "c":
-            # A class device's node (not a bus device's) at the same path with the same numbers
-            # (the index entry's name, "major:minor") is the same node: its uevent holds nothing
-            # else the policy reads.
-            seen = self.memo.get((self.root, path))
-            if seen is not None and seen[1] == node_type and seen[2].node is not None \
-                    and seen[2].subsystem not in BUSES \
-                    and f"{seen[2].node.major}:{seen[2].node.minor}" == numbers:
-                self.devices[path] = seen[2]
-                return
+        if numbers is not None and node_type == "c" and self._same_node(path, numbers):
+            return
         raw = self.read(path + "/uevent")
         if raw is None:
             if not os.path.isdir(self.root + path):
                 self.problem(f"{path} vanished during the walk; skipped")
                 return
             raw = b""
-        cache_key = (self.root, path)
-        known = self.memo.get(cache_key)
+        known = self.memo.get((self.root, path))
         # Virtual block devices are read again each time: their slaves can change (a device-mapper
         # table reload) while their uevent stays the same.
         virtual_block = node_type == "b" and path.startswith("/devices/virtual/")
         if known is not None and raw and known[0] == raw and known[1] == node_type \
-                and not virtual_block:
-            dev = known[2]
-            # A bus device's uevent names its driver once one is bound; where it names none, the
-            # driver link is the word (and a tree not written by the kernel may set only that).
-            if b"DRIVER=" in raw or dev.subsystem not in BUSES or \
-                    self.link_name(path + "/driver") == dev.driver:
-                self.devices[path] = dev
-                return
+                and not virtual_block and self._still_driven_alike(path, raw, known[2]):
+            self.devices[path] = known[2]
+            return
+        if subsystem is None and known is not None:
+            subsystem = known[2].subsystem
+        dev = self._read_device(path, raw, node_type, subsystem, virtual_block)
+        self.devices[path] = dev
+        self.memo.put((self.root, path), (raw, node_type, dev))
+
+    def _same_node(self, path: str, numbers: str) -> bool:
+        """A class device's node (not a bus device's) at the same path with the same numbers
+        (the index entry's name, "major:minor") is the same node: its uevent holds nothing else
+        the policy reads, so it is reused without being read."""
+        seen = self.memo.get((self.root, path))
+        if seen is None or seen[1] != "c" or seen[2].node is None \
+                or seen[2].subsystem in BUSES \
+                or f"{seen[2].node.major}:{seen[2].node.minor}" != numbers:
+            return False
+        self.devices[path] = seen[2]
+        return True
+
+    def _still_driven_alike(self, path: str, raw: bytes, dev: SysDevice) -> bool:
+        """A bus device's uevent names its driver once one is bound; where it names none, the
+        driver link is the word (and a tree not written by the kernel may set only that)."""
+        return b"DRIVER=" in raw or dev.subsystem not in BUSES or \
+            self.link_name(path + "/driver") == dev.driver
+
+    def _read_device(self, path: str, raw: bytes, node_type: str | None,
+                     subsystem: str | None, virtual_block: bool) -> SysDevice:
+        """A device as its uevent, links and attribute files say now."""
         props: dict[str, str] = {}
         for line in raw.decode("utf-8", errors="replace").split("\n"):
             key, sep, value = line.partition("=")
@@ -237,33 +264,18 @@ class _Walk:
         # The kernel's uevent file carries DRIVER when one is bound, but never SUBSYSTEM: that
         # comes from the index the device was found in, or from its subsystem link.
         if subsystem is None:
-            subsystem = known[2].subsystem if known is not None else (
-                self.link_name(path + "/subsystem") or props.get("SUBSYSTEM"))
+            subsystem = self.link_name(path + "/subsystem") or props.get("SUBSYSTEM")
         driver = props.get("DRIVER")
         if driver is None and subsystem in BUSES:
             driver = self.link_name(path + "/driver")
-        names: list[str] = []
-        if subsystem == "usb":
-            is_iface = props.get("DEVTYPE") == "usb_interface" or ":" in path.rsplit("/", 1)[-1]
-            names += USB_INTERFACE_ATTRS if is_iface else USB_DEVICE_ATTRS
-        elif subsystem == "pci" and "PCI_ID" not in props:
-            names += PCI_FALLBACK_ATTRS
-        elif subsystem == "tty" and path.rsplit("/", 1)[-1].startswith("ttyS"):
-            names += SERIAL_PORT_ATTRS
         attrs: dict[str, bytes] = {}
-        for attr in names:
+        for attr in _attributes_to_read(path, subsystem, props):
             content = self.read(f"{path}/{attr}")
             if content is not None:
                 attrs[attr] = content.rstrip(b"\n")
-        node = None
-        if node_type is not None:
-            node = self.node(path, node_type, subsystem, props, attrs)
-        slaves: tuple[str, ...] = ()
-        if virtual_block:
-            slaves = tuple(self.listdir(path + "/slaves"))
-        dev = SysDevice(path, subsystem, driver, props, attrs, node, slaves)
-        self.devices[path] = dev
-        self.memo.put(cache_key, (raw, node_type, dev))
+        node = self.node(path, node_type, subsystem, props, attrs) if node_type else None
+        slaves = tuple(self.listdir(path + "/slaves")) if virtual_block else ()
+        return SysDevice(path, subsystem, driver, props, attrs, node, slaves)
 
     def forget_vanished(self) -> None:
         """Drop what earlier walks read of paths this walk did not find."""
