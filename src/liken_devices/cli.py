@@ -112,7 +112,8 @@ def explain_json(inv: Inventory) -> dict[str, Any]:
         "facts": {"readable": inv.facts.readable, "error": inv.facts.error},
         "hardware": [
             {"path": o.path, "bus": o.bus, "address": o.address, "driver": o.driver,
-             "devices": list(o.devices), "reason": o.reason, "detail": o.detail}
+             "devices": list(o.devices),
+             "reason": None if o.reason is None else str(o.reason), "detail": o.detail}
             for o in inv.outcomes
         ],
         "unclaimed": [

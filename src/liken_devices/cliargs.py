@@ -175,4 +175,8 @@ def dump(obj: Any, fmt: str) -> str:
         return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
     import yaml  # only for -o yaml: scan's start-up does not pay for it
 
-    return str(yaml.safe_dump(obj, sort_keys=False, allow_unicode=True))
+    class Dumper(yaml.SafeDumper):
+        """Safe YAML, with a string's subclasses (the project's StrEnums) written as strings."""
+
+    Dumper.add_multi_representer(str, yaml.representer.SafeRepresenter.represent_str)
+    return str(yaml.dump(obj, Dumper=Dumper, sort_keys=False, allow_unicode=True))

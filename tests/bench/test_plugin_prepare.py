@@ -78,13 +78,20 @@ def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin, Callable[[], No
         def settle() -> None:
             # The untimed setup's unprepare makes the agent walk again (the claims changed); a
             # kubelet's next prepare comes after that, not within the same milliseconds.
+            # Its pass goes on after the walk (publish, reconcile, the Machine's status): the
+            # round starts once the loop sleeps again.
             agent = built.agent
             deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
+            quiet = 0
+            while time.monotonic() < deadline and quiet < 3:
                 last = agent.inventory
-                if last is not None and agent.fresh_walk(claimed=plugin.claimed()) is last:
-                    return
-                time.sleep(0.01)
+                idle = agent._pass_started is None
+                if idle and last is not None \
+                        and agent.fresh_walk(claimed=plugin.claimed()) is last:
+                    quiet += 1
+                else:
+                    quiet = 0
+                time.sleep(0.005)
     else:  # no uevent socket without root: the plugin alone, walking at every prepare
         client = lightkube.Client(config=KubeConfig.from_file(kubeconfig))
         plugin = Plugin(PluginConfig(node=NODE, cdi_dir=cdi_dir, state_dir=root / "state",

@@ -7,7 +7,6 @@ told apart by a hash of the later one's full address.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -29,6 +28,10 @@ def device_name(bus: str, address: str, suffix: str = "", *, hashed: bool = Fals
     room = NAME_MAX - len(suffix)
     base = base[:room].rstrip("-")
     if hashed:
+        # Lazy: hashlib loads OpenSSL, a few milliseconds of every `scan` for a name that
+        # collides only on a rare machine.
+        import hashlib
+
         digest = hashlib.sha256(address.encode()).hexdigest()[:6]
         base = (base[:-7] if len(base) > 7 else "") + "-" + digest
         base = base[:room].lstrip("-")
