@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from liken_devices.inventory import MAX_DEVICES, Inventory, build_inventory
-from liken_devices.inventory.model import NO_CLAIMS, OVER_CAP, Claimed
+from liken_devices.inventory.model import NO_CLAIMS, Claimed, Reason
 from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 
 XHCI = "/devices/pci0000:00/0000:00:14.0"
@@ -61,7 +61,7 @@ def test_usb_3_9_is_kept_before_usb_3_100() -> None:
     assert "usb-3-100-1-0" in names(inv)
     assert inv.overflow == ("usb-3-227-1-0",)
     (o,) = [o for o in inv.outcomes if o.address == "3-227:1.0"]
-    assert o.reason == OVER_CAP
+    assert o.reason == Reason.OVER_CAP
 
 
 def test_a_hotplug_never_pushes_a_claimed_device_out() -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from liken_devices.inventory import Context, Inventory, MachineSpec, SerioEntry, build_inventory
 from liken_devices.inventory.attributes import usb_ids
-from liken_devices.inventory.model import HELD_BY_CLAIM, NO_CLAIMS, Claimed
+from liken_devices.inventory.model import NO_CLAIMS, Claimed, Reason
 from liken_devices.inventory.names import device_name
 from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 from liken_devices.sysfs.reader import read_sysfs
@@ -71,7 +71,7 @@ def test_a_claimed_interface_its_program_left_does_not_publish_its_device_whole(
     assert [d.name for d in inv.devices] == []
     assert inv.lookup(UPS) == (usbfs(4),)
     assert inv.lookup("usb-1-2") is None
-    assert reason(inv, "1-2:1.0") == HELD_BY_CLAIM
+    assert reason(inv, "1-2:1.0") == Reason.HELD_BY_CLAIM
     assert inv.unclaimed == ()  # in use, not hardware waiting for a module
 
 
@@ -120,8 +120,8 @@ def test_a_whole_device_claim_whose_program_holds_an_interface_is_in_use_not_abs
     assert [d.name for d in inv.devices] == []
     assert inv.lookup("usb-1-3") == (usbfs(5),)
     assert inv.lookup("usb-1-3-1-0") is None
-    assert reason(inv, "1-3") == HELD_BY_CLAIM
-    assert reason(inv, "1-3:1.0") == HELD_BY_CLAIM
+    assert reason(inv, "1-3") == Reason.HELD_BY_CLAIM
+    assert reason(inv, "1-3:1.0") == Reason.HELD_BY_CLAIM
 
 
 def test_a_whole_device_claim_keeps_its_shape_when_a_kernel_driver_binds(tree: Tree) -> None:

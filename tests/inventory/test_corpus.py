@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from liken_devices.inventory import Context, Facts, Inventory, MachineSpec
-from liken_devices.inventory.model import BUS_STRUCTURE, FACTS_UNREADABLE, NO_DRIVER, ONLY_RESERVED
+from liken_devices.inventory.model import Reason
 from liken_devices.inventory.policy import build_inventory
 from liken_devices.sysfs.umockdev import load_recording
 from tests.support.corpus import recording
@@ -29,7 +29,7 @@ def test_two_gpus_split_render_and_display() -> None:
     assert by["pci-0000-01-00-0"].shareable and by["pci-0000-01-00-0"].attributes["driver"] == \
         "amdgpu"
     assert [n.path for n in by["pci-0000-00-02-0"].nodes] == ["/dev/dri/renderD128"]
-    assert outcome(inv, "0000:00:01.0")[1] == BUS_STRUCTURE
+    assert outcome(inv, "0000:00:01.0")[1] == Reason.BUS_STRUCTURE
 
 
 def test_fingerprint_reader_without_kernel_driver_publishes_whole() -> None:
@@ -42,7 +42,7 @@ def test_fingerprint_reader_without_kernel_driver_publishes_whole() -> None:
 def test_thinkpad_t60p() -> None:
     inv = inventory("thinkpad-t60p-systemd-sys-script.umockdev")
     by = inv.by_name()
-    assert outcome(inv, "00:07") == ((), ONLY_RESERVED)  # rtc_cmos: only /dev/rtc0
+    assert outcome(inv, "00:07") == ((), Reason.ONLY_RESERVED)  # rtc_cmos: only /dev/rtc0
     hda = by["pci-0000-00-1b-0"]
     assert hda.attributes["subsystem"] == "sound"
     assert {"/dev/snd/controlC0", "/dev/dsp"} <= {n.path for n in hda.nodes}
@@ -50,20 +50,20 @@ def test_thinkpad_t60p() -> None:
     assert [n.path for n in by["usb-4-1"].nodes] == ["/dev/bus/usb/004/002"]
     assert by["usb-4-1"].attributes["name"] == "Broadcom Corp BCM2045B"
     # The ATI FireGL has no driver: unclaimed.
-    assert outcome(inv, "0000:01:00.0")[1] == NO_DRIVER
+    assert outcome(inv, "0000:01:00.0")[1] == Reason.NO_DRIVER
     assert "0000:01:00.0" in [u.address for u in inv.unclaimed]
     assert all(n.name != "rtc0" for d in inv.devices for n in d.nodes)
 
 
 def test_thinkpad_without_facts_offers_no_disk() -> None:
     inv = inventory("thinkpad-t60p-systemd-sys-script.umockdev", facts=False)
-    assert outcome(inv, "0000:00:1f.2") == ((), FACTS_UNREADABLE)
+    assert outcome(inv, "0000:00:1f.2") == ((), Reason.FACTS_UNREADABLE)
     assert all(n.type != "b" for d in inv.devices for n in d.nodes)
 
 
 def test_tpm_of_the_composite_tree_is_never_delivered() -> None:
     inv = inventory("curated/fwupd-selftest-composite-sysfs.umockdev")
-    assert outcome(inv, "STM0125:00") == ((), ONLY_RESERVED)
+    assert outcome(inv, "STM0125:00") == ((), Reason.ONLY_RESERVED)
 
 
 def test_btusb_adapter_of_a_laptop() -> None:

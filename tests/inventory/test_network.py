@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from liken_devices.inventory import Context, Facts, Inventory
-from liken_devices.inventory.model import BUS_STRUCTURE, NETWORK_CARD
+from liken_devices.inventory.model import Reason
 from liken_devices.inventory.policy import build_inventory
 from liken_devices.sysfs.reader import read_sysfs
 from liken_devices.sysfs.umockdev import load_recording
@@ -54,7 +54,7 @@ def test_every_pci_bridge_is_bus_structure_and_a_driverless_bridge_is_not_unclai
     b.pci("0000:00:1c.0", driver="pcieport", cls=0x060400)
     inv = scan(b)
     for address in ("0000:00:1f.0", "0000:00:1e.0", "0000:00:1c.0"):
-        assert reason(inv, address) == BUS_STRUCTURE
+        assert reason(inv, address) == Reason.BUS_STRUCTURE
     assert inv.unclaimed == () and inv.devices == ()
 
 
@@ -69,7 +69,7 @@ def test_usb_host_controllers_are_never_published_and_their_usbmon_nodes_never_d
     inv = scan(b)
     assert inv.devices == ()
     for i in range(5):
-        assert reason(inv, f"0000:00:1{i}.0") == BUS_STRUCTURE
+        assert reason(inv, f"0000:00:1{i}.0") == Reason.BUS_STRUCTURE
     assert not any("usbmon" in p for p in delivered(inv))
 
 
@@ -82,7 +82,7 @@ def test_usb_host_controllers_are_never_published_on_the_hwloc_recording() -> No
             .zfill(6).startswith("0C03")]
     assert hcds, "the recording holds USB host controllers"
     for d in hcds:
-        assert reason(inv, d.name) == BUS_STRUCTURE
+        assert reason(inv, d.name) == Reason.BUS_STRUCTURE
     assert not any("usbmon" in p for p in delivered(inv))
 
 
@@ -95,7 +95,7 @@ def test_every_pci_bridge_is_bus_structure_on_recordings(name: str) -> None:
                .zfill(6).startswith("06")]
     assert bridges
     for d in bridges:
-        assert reason(inv, d.name) == BUS_STRUCTURE
+        assert reason(inv, d.name) == Reason.BUS_STRUCTURE
     assert not {d.name for d in bridges} & {u.address for u in inv.unclaimed}
 
 
@@ -109,7 +109,7 @@ def test_a_network_cards_ptp_clock_is_never_delivered_so_the_card_never_appears(
     b.node(nic, "ptp", "ptp0", 247, 0, subdir="ptp")
     inv = scan(b)
     assert inv.devices == ()
-    assert reason(inv, "0000:02:00.0") == NETWORK_CARD
+    assert reason(inv, "0000:02:00.0") == Reason.NETWORK_CARD
 
 
 def test_rdma_nodes_of_an_infiniband_card_are_never_delivered(b: SysfsBuilder) -> None:
@@ -124,7 +124,7 @@ def test_rdma_nodes_of_an_infiniband_card_are_never_delivered(b: SysfsBuilder) -
     b.node(hca, "infiniband_cm", "rdma_cm", 10, 58, subdir="infiniband_cm")
     inv = scan(b)
     assert inv.devices == ()
-    assert reason(inv, "0000:82:00.0") == NETWORK_CARD
+    assert reason(inv, "0000:82:00.0") == Reason.NETWORK_CARD
 
 
 def test_a_function_whose_subtree_holds_a_network_interface_is_a_network_card(
@@ -137,7 +137,7 @@ def test_a_function_whose_subtree_holds_a_network_interface_is_a_network_card(
     timer = b.pci("0000:04:00.0", driver="ptp_ocp", cls=0x118000)
     b.node(timer, "ptp", "ptp4", 247, 4, subdir="ptp")
     inv = scan(b)
-    assert reason(inv, "0000:03:00.0") == NETWORK_CARD
+    assert reason(inv, "0000:03:00.0") == Reason.NETWORK_CARD
     assert [d.name for d in inv.devices] == ["pci-0000-04-00-0"]
 
 
@@ -153,7 +153,7 @@ def test_a_usb_network_interface_is_a_network_card_but_a_modems_control_port_sti
     inv = scan(b)
     modem = inv.by_name()["usb-1-3-1-8"]
     assert [n.path for n in modem.nodes] == ["/dev/cdc-wdm0", "/dev/bus/usb/001/005"]
-    assert reason(inv, "1-4:1.0") == NETWORK_CARD
+    assert reason(inv, "1-4:1.0") == Reason.NETWORK_CARD
     assert "usb-1-4-1-0" not in inv.by_name()
 
 
@@ -162,7 +162,7 @@ def test_network_cards_never_appear_on_recordings() -> None:
     issm0: none is delivered and none of the cards appears."""
     inv = from_recording(HWLOC[0])
     for address in ("0000:02:00.0", "0000:02:00.3", "0000:82:00.0"):
-        assert reason(inv, address) == NETWORK_CARD
+        assert reason(inv, address) == Reason.NETWORK_CARD
     paths = delivered(inv)
     assert not [p for p in paths if "ptp" in p or "uverbs" in p or "umad" in p or "issm" in p]
 

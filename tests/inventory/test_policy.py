@@ -12,19 +12,7 @@ import pytest
 
 from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, SerioEntry
 from liken_devices.inventory.catalogs import Catalogs, ModuleCatalog
-from liken_devices.inventory.model import (
-    BUS_STRUCTURE,
-    FACTS_UNREADABLE,
-    FOLDED,
-    HELD_BY_PROGRAM,
-    NETWORK_CARD,
-    NO_DRIVER,
-    NO_NODE,
-    ONLY_RESERVED,
-    ONLY_WITHHELD,
-    OVER_CAP,
-    STORAGE_ROLE,
-)
+from liken_devices.inventory.model import Reason
 from liken_devices.inventory.names import device_name
 from liken_devices.inventory.policy import build_inventory
 from liken_devices.sysfs.reader import read_sysfs
@@ -81,7 +69,7 @@ def test_condition1_no_driver_goes_to_unclaimed(b: SysfsBuilder, scan: Scan) -> 
     b.pci("0000:00:1f.3", vendor="8086", device="51c8", cls=0x040300)
     inv = scan()
     assert names(inv) == []
-    assert reason(inv, "0000:00:1f.3") == NO_DRIVER
+    assert reason(inv, "0000:00:1f.3") == Reason.NO_DRIVER
     assert [u.address for u in inv.unclaimed] == ["0000:00:1f.3"]
 
 
@@ -91,7 +79,7 @@ def test_condition2_no_device_node_never_appears(b: SysfsBuilder, scan: Scan) ->
     b.device(nic, "eth0", "net", {"INTERFACE": "eth0"}, subdir="net")
     inv = scan()
     assert names(inv) == []
-    assert reason(inv, "0000:02:00.0") == NETWORK_CARD
+    assert reason(inv, "0000:02:00.0") == Reason.NETWORK_CARD
 
 
 def test_condition3_disk_backing_a_storage_role_is_never_published(b: SysfsBuilder,
@@ -103,7 +91,7 @@ def test_condition3_disk_backing_a_storage_role_is_never_published(b: SysfsBuild
     b.node(disk, "block", "nvme0n1p3", 259, 3, block=True)
     inv = scan(roles=frozenset({"nvme0n1p3"}))
     assert names(inv) == []
-    assert reason(inv, "0000:3d:00.0") == STORAGE_ROLE
+    assert reason(inv, "0000:3d:00.0") == Reason.STORAGE_ROLE
     # A spare disk (no role on it) is offered.
     assert names(scan(roles=frozenset({"sda1"}))) == ["pci-0000-3d-00-0"]
 
@@ -115,7 +103,7 @@ def test_condition3_unreadable_facts_offer_no_disk_but_keep_the_gpu(b: SysfsBuil
     b.node(sata, "block", "sda", 8, 0, block=True, subdir="ata1/host0/target0:0:0/0:0:0:0/block")
     b.gpu()
     inv = scan(roles=None)
-    assert reason(inv, "0000:00:17.0") == FACTS_UNREADABLE
+    assert reason(inv, "0000:00:17.0") == Reason.FACTS_UNREADABLE
     assert names(inv) == ["pci-0000-00-02-0", "pci-0000-00-02-0-display"]
     assert not inv.facts.readable
 
@@ -132,7 +120,7 @@ def test_storage_role_on_dm_follows_slaves(tmp_path: Path) -> None:
     ahci = SysDevice("/devices/pci0000:00/0000:00:17.0", "pci", "ahci", {"PCI_CLASS": "10601"})
     snap = Snapshot({d.path: d for d in (disk, part, dm, ahci)})
     inv = build_inventory(snap, Context(Facts(frozenset({"dm-0"}))))
-    assert reason(inv, "0000:00:17.0") == STORAGE_ROLE
+    assert reason(inv, "0000:00:17.0") == Reason.STORAGE_ROLE
 
 
 # -- the four reserved node kinds ---------------------------------------------------------------
@@ -155,7 +143,7 @@ def test_rtc0_only_device_does_not_appear(b: SysfsBuilder, scan: Scan) -> None:
     b.node(rtc, "rtc", "rtc0", 250, 0, subdir="rtc")
     inv = scan()
     assert names(inv) == []
-    assert reason(inv, "00:04") == ONLY_RESERVED
+    assert reason(inv, "00:04") == Reason.ONLY_RESERVED
 
 
 def test_tpm_nodes_are_never_delivered(b: SysfsBuilder, scan: Scan) -> None:
@@ -165,7 +153,7 @@ def test_tpm_nodes_are_never_delivered(b: SysfsBuilder, scan: Scan) -> None:
     b.node(tpm, "tpmrm", "tpmrm0", 253, 65536, subdir="tpmrm")
     inv = scan()
     assert names(inv) == []
-    assert reason(inv, "MSFT0101:00") == ONLY_RESERVED
+    assert reason(inv, "MSFT0101:00") == Reason.ONLY_RESERVED
     assert device_name("platform", "MSFT0101:00") == "platform-msft0101-00"
 
 
@@ -193,7 +181,7 @@ def test_bus_structure_is_not_listed(b: SysfsBuilder, scan: Scan) -> None:
     inv = scan()
     assert names(inv) == []
     for address in ("0000:00:00.0", "0000:00:1c.0", "usb1", "1-1", "1-1:1.0"):
-        assert reason(inv, address) == BUS_STRUCTURE
+        assert reason(inv, address) == Reason.BUS_STRUCTURE
 
 
 def test_outermost_bound_board_device_owns_its_subtree(b: SysfsBuilder, scan: Scan) -> None:
@@ -368,7 +356,7 @@ def test_framebuffer_only_device_is_withheld(b: SysfsBuilder, scan: Scan) -> Non
     b.node(vga, "graphics", "fb0", 29, 0, subdir="graphics")
     inv = scan()
     assert names(inv) == []
-    assert reason(inv, "0000:00:01.0") == ONLY_WITHHELD
+    assert reason(inv, "0000:00:01.0") == Reason.ONLY_WITHHELD
 
 
 def test_gpu_with_unknown_mix_is_whole_and_exclusive(b: SysfsBuilder, scan: Scan) -> None:
@@ -450,7 +438,7 @@ def test_usbfs_alone_never_keeps_an_interface_in_the_slice(b: SysfsBuilder, scan
     b.usb_interface(usb, "1.1", driver="usbhid", cls=3)  # bound, but no node of its own
     inv = scan()
     assert names(inv) == ["usb-1-2-1-0"]
-    assert reason(inv, "1-2:1.1") == NO_NODE
+    assert reason(inv, "1-2:1.1") == Reason.NO_NODE
 
 
 def test_usb_device_with_no_driver_publishes_whole(b: SysfsBuilder, scan: Scan) -> None:
@@ -465,7 +453,7 @@ def test_usb_device_with_no_driver_publishes_whole(b: SysfsBuilder, scan: Scan) 
     assert d.attributes["classCode"] == "0b" and d.attributes["class"] == "smart-card"
     assert "driver" not in d.attributes and "subsystem" not in d.attributes
     assert not d.shareable
-    assert reason(inv, "1-2:1.0") == FOLDED
+    assert reason(inv, "1-2:1.0") == Reason.FOLDED
 
 
 def test_driven_interface_replaces_the_whole_device(b: SysfsBuilder, scan: Scan) -> None:
@@ -485,7 +473,7 @@ def test_interface_held_through_usbfs_leaves_the_slice(b: SysfsBuilder, scan: Sc
     b.usb_interface(usb, "1.0", driver="usbfs", cls=0xFF)
     inv = scan()
     assert names(inv) == []
-    assert reason(inv, "1-2:1.0") == HELD_BY_PROGRAM
+    assert reason(inv, "1-2:1.0") == Reason.HELD_BY_PROGRAM
     # The claim that holds it keeps its usbfs node (the hardware is present).
     assert inv.lookup("usb-1-2-1-0") == (read_sysfs(b.root).devices[usb.path].node,)
 
@@ -519,7 +507,7 @@ def test_bluetooth_adapter_delivers_the_fixed_set(b: SysfsBuilder, scan: Scan) -
     assert [(n.minor, n.path) for n in events] == [(64 + i, f"/dev/input/event{i}")
                                                    for i in range(32)]
     assert "/dev/uhid" not in [n.path for n in nodes]
-    assert reason(inv, "1-8:1.1") == FOLDED
+    assert reason(inv, "1-8:1.1") == Reason.FOLDED
 
 
 def test_bluetooth_walk_stops_at_the_bluetooth_subtree(b: SysfsBuilder, scan: Scan) -> None:
@@ -563,7 +551,7 @@ def test_serial_line_before_attachment_publishes_nothing(b: SysfsBuilder, scan: 
     cec_adapter(b, attached=False)
     inv = scan(machine=MachineSpec(serio=(PULSE8,)))
     assert "usb-1-5-1-0" not in names(inv)
-    assert reason(inv, "1-5:1.0") == ONLY_RESERVED
+    assert reason(inv, "1-5:1.0") == Reason.ONLY_RESERVED
     assert all(n.name != "ttyACM0" for d in inv.devices for n in d.nodes)
 
 
@@ -609,7 +597,7 @@ def test_more_than_128_devices_drop_the_overflow(b: SysfsBuilder, scan: Scan) ->
     assert len(inv.devices) == 128
     assert inv.total == 130
     assert inv.overflow == ("platform-gpio-keys-128", "platform-gpio-keys-129")
-    assert reason(inv, "gpio-keys.129") == OVER_CAP
+    assert reason(inv, "gpio-keys.129") == Reason.OVER_CAP
 
 
 # -- Hardware that is not published ---------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from liken_devices.inventory import Sources
-from liken_devices.inventory.model import FACTS_UNREADABLE
+from liken_devices.inventory.model import Reason
 from liken_devices.inventory.sources import read_facts
 from liken_devices.kube.machine import facts_condition
 from tests.support.sysfs_builder import SysfsBuilder
@@ -122,7 +122,8 @@ def test_facts_fail_closed(tmp_path: Path, make: Callable[[Path], None]) -> None
     b.gpu()
     inv = Sources(sysfs=b.root, facts=facts, modules_dir=tmp_path, hwdata_dir=tmp_path).walk()
     assert all(n.type != "b" for d in inv.devices for n in d.nodes)
-    assert [o.reason for o in inv.outcomes if o.address == "0000:00:17.0"] == [FACTS_UNREADABLE]
+    assert [o.reason for o in inv.outcomes if o.address == "0000:00:17.0"] \
+        == [Reason.FACTS_UNREADABLE]
     assert "pci-0000-00-02-0" in inv.by_name()  # a device with no disk stays
     cond = facts_condition(inv)
     assert (cond["status"], cond["reason"]) == ("False", "FactsUnreadable")

@@ -10,12 +10,7 @@ import pytest
 from liken_devices.cli import explain_json, report_text
 from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, SerioEntry
 from liken_devices.inventory.catalogs import Catalogs, ModuleCatalog
-from liken_devices.inventory.model import (
-    FACTS_UNREADABLE,
-    HELD_BY_PROGRAM,
-    ONLY_RESERVED,
-    STORAGE_ROLE,
-)
+from liken_devices.inventory.model import Reason
 from liken_devices.inventory.policy import build_inventory
 from liken_devices.kube.machine import build_status
 from liken_devices.sysfs.reader import read_sysfs
@@ -71,7 +66,7 @@ def test_an_interface_holding_a_roles_partition_is_withheld_and_no_claim_gets_th
         b: SysfsBuilder) -> None:
     composite(b, disk=True)
     inv = scan(b, roles=frozenset({"sda1"}))
-    assert reason(inv, "1-3:1.1") == STORAGE_ROLE
+    assert reason(inv, "1-3:1.1") == Reason.STORAGE_ROLE
     assert paths(inv, "usb-1-3-1-0") == ["/dev/hidraw0"]  # the sibling, without usbfs
     # A spare disk on the same device: nothing depends on it, usbfs stays.
     inv = scan(b, roles=frozenset({"nvme0n1p3"}))
@@ -82,7 +77,7 @@ def test_with_facts_unreadable_any_block_device_takes_the_usbfs_node_from_its_si
         b: SysfsBuilder) -> None:
     composite(b, disk=True)
     inv = scan(b, roles=None)
-    assert reason(inv, "1-3:1.1") == FACTS_UNREADABLE
+    assert reason(inv, "1-3:1.1") == Reason.FACTS_UNREADABLE
     assert paths(inv, "usb-1-3-1-0") == ["/dev/hidraw0"]
 
 
@@ -90,7 +85,7 @@ def test_an_interface_holding_the_console_takes_the_usbfs_node_from_its_siblings
         b: SysfsBuilder) -> None:
     composite(b, console_tty=True)
     inv = scan(b)
-    assert reason(inv, "1-3:1.2") == ONLY_RESERVED
+    assert reason(inv, "1-3:1.2") == Reason.ONLY_RESERVED
     assert paths(inv, "usb-1-3-1-0") == ["/dev/hidraw0"]
 
 
@@ -99,7 +94,7 @@ def test_a_program_holding_a_sibling_of_the_machines_disk_gets_no_usbfs_node(
     usb = composite(b, disk=True)
     b.usb_interface(usb, "1.3", driver="usbfs", cls=0xFF)
     inv = scan(b, roles=frozenset({"sda1"}))
-    assert reason(inv, "1-3:1.3") == HELD_BY_PROGRAM
+    assert reason(inv, "1-3:1.3") == Reason.HELD_BY_PROGRAM
     assert inv.lookup("usb-1-3-1-3") is None  # absent for its claim: no node at all
 
 
@@ -113,7 +108,7 @@ def test_a_serio_adapter_never_delivers_its_usbfs_node_before_its_driver_binds(
     b.usb_interface(usb, "1.1", cls=0x0A)
     inv = scan(b, machine=MachineSpec(serio=(PULSE8,)))
     assert inv.devices == ()
-    assert reason(inv, "1-5") == ONLY_RESERVED
+    assert reason(inv, "1-5") == Reason.ONLY_RESERVED
     # Without the entry the same device publishes whole for libusb.
     assert [d.name for d in scan(b).devices] == ["usb-1-5"]
 
@@ -123,7 +118,7 @@ def test_a_serio_adapter_never_delivers_its_usbfs_node_while_a_program_holds_it(
     usb = b.usb_device("1-5", devnum=6, vendor="2548", product="1002")
     b.usb_interface(usb, "1.0", driver="usbfs", cls=2)
     inv = scan(b, machine=MachineSpec(serio=(PULSE8,)))
-    assert reason(inv, "1-5:1.0") == HELD_BY_PROGRAM
+    assert reason(inv, "1-5:1.0") == Reason.HELD_BY_PROGRAM
     assert inv.lookup("usb-1-5-1-0") is None
     assert scan(b).lookup("usb-1-5-1-0") is not None  # without the entry, its claim keeps it
 

@@ -37,22 +37,6 @@ class Reason(StrEnum):
     NETWORK_CARD = "a network card"
 
 
-# The members under their short names, as the policy's modules import them.
-NO_DRIVER = Reason.NO_DRIVER
-NO_NODE = Reason.NO_NODE
-BUS_STRUCTURE = Reason.BUS_STRUCTURE
-STORAGE_ROLE = Reason.STORAGE_ROLE
-ONLY_RESERVED = Reason.ONLY_RESERVED
-FACTS_UNREADABLE = Reason.FACTS_UNREADABLE
-OVER_CAP = Reason.OVER_CAP
-HELD_BY_PROGRAM = Reason.HELD_BY_PROGRAM
-HELD_BY_CLAIM = Reason.HELD_BY_CLAIM
-FOLDED = Reason.FOLDED
-ONLY_WITHHELD = Reason.ONLY_WITHHELD
-SERIAL_UNATTACHED = Reason.SERIAL_UNATTACHED
-NETWORK_CARD = Reason.NETWORK_CARD
-
-
 @dataclass(frozen=True, slots=True)
 class SerioEntry:
     """One ``spec.serio`` entry: a serial-line adapter the machine attaches to serio."""

@@ -18,15 +18,7 @@ from .context import Context
 from .hardware import Hardware, HardwareTree
 from .ledger import Ledger
 from .limits import MAX_DEVICES
-from .model import (
-    BUS_STRUCTURE,
-    NO_CLAIMS,
-    OVER_CAP,
-    Claimed,
-    Inventory,
-    Outcome,
-    PublishedDevice,
-)
+from .model import NO_CLAIMS, Claimed, Inventory, Outcome, PublishedDevice, Reason
 from .names import device_name, unique_names
 from .network import is_usb_host_controller
 from .publish import NodePublisher
@@ -68,11 +60,12 @@ def _decide_pci(hw: Hardware, publisher: NodePublisher) -> None:
     # Structure is never published, and a driverless bridge is not unclaimed hardware either.
     code = pci_class(hw.dev)
     if code is not None and code >> 16 == PCI_BRIDGE_BASE_CLASS:
-        publisher.ledger.outcome(hw, BUS_STRUCTURE,
+        publisher.ledger.outcome(hw, Reason.BUS_STRUCTURE,
                                  "a PCI bridge: structure that peripherals attach to")
     elif is_usb_host_controller(hw):
-        publisher.ledger.outcome(hw, BUS_STRUCTURE, "a USB host controller: the USB core's own "
-                                 "device, whose usbmon node reads every packet on the bus")
+        publisher.ledger.outcome(hw, Reason.BUS_STRUCTURE,
+                                 "a USB host controller: the USB core's own device, whose "
+                                 "usbmon node reads every packet on the bus")
     else:
         publisher.if_driven(hw)
 
@@ -113,13 +106,13 @@ def _renamed_or_dropped(outcomes: list[Outcome], renamed: dict[str, str],
     for o in outcomes:
         names = tuple(renamed.get(f"{o.path}\0{n}", n) for n in o.devices)
         if names and all(n in dropped for n in names):
-            out.append(Outcome(o.path, o.bus, o.address, o.driver, (), OVER_CAP,
+            out.append(Outcome(o.path, o.bus, o.address, o.driver, (), Reason.OVER_CAP,
                                f"would be {', '.join(names)}"))
         elif any(n in dropped for n in names):
             lost = [n for n in names if n in dropped]
             out.append(Outcome(o.path, o.bus, o.address, o.driver,
                                tuple(n for n in names if n not in dropped), o.reason,
-                               f"{OVER_CAP}: {', '.join(lost)}"))
+                               f"{Reason.OVER_CAP}: {', '.join(lost)}"))
         else:
             out.append(Outcome(o.path, o.bus, o.address, o.driver, names, o.reason, o.detail))
     return out

@@ -11,16 +11,7 @@ from __future__ import annotations
 from ..sysfs.model import DevNode, Snapshot, SysDevice
 from .hardware import Hardware
 from .ledger import Ledger
-from .model import (
-    FACTS_UNREADABLE,
-    NETWORK_CARD,
-    NO_DRIVER,
-    NO_NODE,
-    ONLY_RESERVED,
-    ONLY_WITHHELD,
-    STORAGE_ROLE,
-    Facts,
-)
+from .model import Facts, Reason
 from .names import device_name
 from .network import NEVER_DELIVERED_CLASSES, host_network_node, is_network_card
 from .reserved import backing, reserved_kind, role_partitions
@@ -40,7 +31,7 @@ class NodePublisher:
     def if_driven(self, hw: Hardware) -> None:
         """Condition 1: hardware with no driver supplies nothing; it is unclaimed instead."""
         if not hw.dev.driver:
-            self.ledger.outcome(hw, NO_DRIVER)
+            self.ledger.outcome(hw, Reason.NO_DRIVER)
             self.ledger.add_unclaimed(hw)
             return
         self.nodes(hw)
@@ -75,11 +66,12 @@ class NodePublisher:
         if not any(n.node and n.node.type == "b" for n in hw.nodes):
             return False
         if self.roles is None:
-            self.ledger.outcome(hw, FACTS_UNREADABLE, self.facts_error)
+            self.ledger.outcome(hw, Reason.FACTS_UNREADABLE, self.facts_error)
             return True
         roles = backing(hw.nodes, self.roles)
         if roles:
-            self.ledger.outcome(hw, STORAGE_ROLE, "backs a storage role: " + ", ".join(roles))
+            self.ledger.outcome(hw, Reason.STORAGE_ROLE,
+                                "backs a storage role: " + ", ".join(roles))
             return True
         return False
 
@@ -110,15 +102,15 @@ class NodePublisher:
     def _nothing_left(self, hw: Hardware, serial_line: bool, reserved: list[str],
                       withheld: list[str]) -> None:
         if serial_line:
-            self.ledger.outcome(hw, ONLY_RESERVED, "serial line reserved by spec.serio; "
+            self.ledger.outcome(hw, Reason.ONLY_RESERVED, "serial line reserved by spec.serio; "
                                 "publishes -cec and -input once attached")
         elif reserved:
-            self.ledger.outcome(hw, ONLY_RESERVED, "; ".join(reserved))
+            self.ledger.outcome(hw, Reason.ONLY_RESERVED, "; ".join(reserved))
         elif is_network_card(hw):
-            self.ledger.outcome(hw, NETWORK_CARD, "its nodes (PTP clocks, RDMA) serve the "
+            self.ledger.outcome(hw, Reason.NETWORK_CARD, "its nodes (PTP clocks, RDMA) serve the "
                                 "host's network; it has nothing to give a pod")
         elif withheld:
-            self.ledger.outcome(hw, ONLY_WITHHELD, "only " + ", ".join(sorted(set(withheld)))
+            self.ledger.outcome(hw, Reason.ONLY_WITHHELD, "only " + ", ".join(sorted(set(withheld)))
                                 + ", which is never delivered")
         else:
-            self.ledger.outcome(hw, NO_NODE)
+            self.ledger.outcome(hw, Reason.NO_NODE)

@@ -19,18 +19,7 @@ from .attributes import clean_string, usb_device_class, usb_ids, usb_interface_c
 from .bluetooth import bluetooth_nodes, legacy_event_devices
 from .claims import claimed_interfaces, holds_whole
 from .hardware import Hardware, HardwareTree
-from .model import (
-    BUS_STRUCTURE,
-    FOLDED,
-    HELD_BY_CLAIM,
-    HELD_BY_PROGRAM,
-    NO_CLAIMS,
-    NO_DRIVER,
-    NO_NODE,
-    ONLY_RESERVED,
-    Claimed,
-    SerioEntry,
-)
+from .model import NO_CLAIMS, Claimed, Reason, SerioEntry
 from .names import device_name
 from .publish import NodePublisher
 from .reserved import backing
@@ -108,7 +97,7 @@ class UsbRules:
         radio = next((i for i in ifaces if i.dev.driver == "btusb" and i.hci), None)
         for i in ifaces:
             if radio is not None and i is not radio and i.dev.driver == "btusb":
-                self.ledger.outcome(i, FOLDED, f"another btusb interface of {radio.address}")
+                self.ledger.outcome(i, Reason.FOLDED, f"another btusb interface of {radio.address}")
             elif i is radio:
                 # The adapter: its USB device and every btusb interface of it.
                 self._bluetooth(i, usbfs, {hw.path, *(x.path for x in ifaces
@@ -126,9 +115,10 @@ class UsbRules:
                 usb_interface_class(i.dev) == int(USB_HUB_CLASS, 16) for i in ifaces)):
             return False
         what = "a USB root hub" if is_root else "a USB hub"
-        self.ledger.outcome(hw, BUS_STRUCTURE, f"{what}: structure that peripherals attach to")
+        self.ledger.outcome(hw, Reason.BUS_STRUCTURE,
+                            f"{what}: structure that peripherals attach to")
         for i in ifaces:
-            self.ledger.outcome(i, BUS_STRUCTURE, f"interface of {what}")
+            self.ledger.outcome(i, Reason.BUS_STRUCTURE, f"interface of {what}")
         return True
 
     def machine_depends(self, hw: Hardware, ifaces: list[Hardware]) -> str | None:
@@ -154,14 +144,14 @@ class UsbRules:
         if depends:
             # The machine's (a serial-line adapter's usbfs node is never delivered, also before
             # its driver binds); its interfaces wait for their driver.
-            self.ledger.outcome(hw, ONLY_RESERVED, f"{depends}: its usbfs node is never "
+            self.ledger.outcome(hw, Reason.ONLY_RESERVED, f"{depends}: its usbfs node is never "
                                 "delivered")
             for i in ifaces:
-                self.ledger.outcome(i, NO_DRIVER)
+                self.ledger.outcome(i, Reason.NO_DRIVER)
                 self.ledger.add_unclaimed(i)
             return
         if usbfs is None:
-            self.ledger.outcome(hw, NO_NODE, "no driver on any interface, and no usbfs node")
+            self.ledger.outcome(hw, Reason.NO_NODE, "no driver on any interface, and no usbfs node")
         else:
             attrs = self.ledger.attributes(hw)
             self.ledger.candidate(hw, "", "usb-whole", (usbfs,), attrs, False)
@@ -170,7 +160,7 @@ class UsbRules:
         # decisions, "Unclaimed means unpublished": a device published whole is neither in the
         # Machine's unclaimed list nor in the report's commented modules.
         for i in ifaces:
-            self.ledger.outcome(i, FOLDED, f"interface of {name}, published whole"
+            self.ledger.outcome(i, Reason.FOLDED, f"interface of {name}, published whole"
                                 + self._kernel_instead([i]))
 
     def _kernel_instead(self, ifaces: list[Hardware]) -> str:
@@ -193,21 +183,22 @@ class UsbRules:
             return False
         name = device_name("usb", hw.address)
         program = any(i.dev.driver == "usbfs" for i in ifaces)
-        self.ledger.outcome(hw, HELD_BY_CLAIM, "a claim holds it whole; " + (
+        self.ledger.outcome(hw, Reason.HELD_BY_CLAIM, "a claim holds it whole; " + (
             "a program holds an interface through usbfs" if program else
             "an interface has a driver now, but the device keeps its shape until the claim ends"))
         if usbfs is not None:
             self.ledger.held[name] = (usbfs,)
         for i in ifaces:
-            self.ledger.outcome(i, HELD_BY_CLAIM, f"interface of {name}, which a claim holds "
-                                "whole")
+            self.ledger.outcome(i, Reason.HELD_BY_CLAIM,
+                                f"interface of {name}, which a claim holds whole")
         return True
 
     def _held_interface(self, hw: Hardware, usbfs: DevNode | None, names: list[str]) -> None:
         """decisions "Delivery": a claimed interface its program left (no driver) keeps its
         shape: not published, the device not whole, the claim keeps the current usbfs node."""
-        self.ledger.outcome(hw, HELD_BY_CLAIM, "no driver (its program left it); a claim holds "
-                            "it, so it keeps its shape until the claim ends")
+        self.ledger.outcome(hw, Reason.HELD_BY_CLAIM,
+                            "no driver (its program left it); a claim holds it, so it keeps "
+                            "its shape until the claim ends")
         if usbfs is not None:
             for name in names:
                 self.ledger.held[name] = (usbfs,)
@@ -216,13 +207,13 @@ class UsbRules:
         """One interface of a device with a driver on some interface (``usbfs`` is None when
         the machine depends on the device)."""
         if not hw.dev.driver:
-            self.ledger.outcome(hw, NO_DRIVER)
+            self.ledger.outcome(hw, Reason.NO_DRIVER)
             self.ledger.add_unclaimed(hw)
         elif hw.dev.driver == "usbfs":
             # A libusb program detached the kernel driver and holds the interface (seed "USB
             # devices"): it leaves the slice, but its claim keeps the usbfs node (unless the
             # machine depends on the device: then the claim's node is absent).
-            self.ledger.outcome(hw, HELD_BY_PROGRAM, "a program holds it through usbfs")
+            self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM, "a program holds it through usbfs")
             if usbfs is not None:
                 self.ledger.held[device_name("usb", hw.address)] = (usbfs,)
         else:
