@@ -18,8 +18,7 @@ from typing import Any
 
 from . import __version__, logs
 from .agent import cli as agent_cli
-from .cliargs import InputError, Parser, dump, inputs_parent, node_from_args, sources_from_args
-from .errors import one_line
+from .cliargs import Parser, dump, inputs_parent, node_from_args, run_command, sources_from_args
 from .inventory import Inventory, Sources
 from .inventory.limits import DRIVER, MAX_DEVICES
 from .machine import cli as machine_cli
@@ -29,7 +28,6 @@ from .slices import devices_json, ensure_valid, make_slice
 
 log = logging.getLogger("liken_devices")
 
-Handler = Callable[[argparse.Namespace], int]
 # Adds sub-commands: register(subparsers, inputs_parent).
 Register = Callable[[Any, argparse.ArgumentParser], None]
 
@@ -269,16 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(getattr(args, "verbose", 0), getattr(args, "log_format", "text"))
-    func: Handler = args.func
-    try:
-        return func(args)
-    except InputError as exc:
-        print(f"liken-devices: {one_line(exc)}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        return 130
+    return run_command("liken-devices", args.func, args)
 
 
 if __name__ == "__main__":

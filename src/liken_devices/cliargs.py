@@ -15,7 +15,8 @@ import argparse
 import json
 import os
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -25,8 +26,18 @@ from .inventory.context import InputError
 from .inventory.limits import DRIVER
 from .inventory.sources import Sources, default_hwdata_dir, default_modules_dir
 
-__all__ = ["InputError", "Parser", "add_inputs", "check_node_name", "dump", "inputs_parent",
-           "node_from_args", "node_name", "sources_from_args"]
+__all__ = [
+    "InputError",
+    "Parser",
+    "add_inputs",
+    "check_node_name",
+    "dump",
+    "inputs_parent",
+    "node_from_args",
+    "node_name",
+    "run_command",
+    "sources_from_args",
+]
 
 # The environment variable a DaemonSet sets from the downward API (spec.nodeName).
 NODE_NAME_ENV = "NODE_NAME"
@@ -180,3 +191,18 @@ def dump(obj: Any, fmt: str) -> str:
 
     Dumper.add_multi_representer(str, yaml.representer.SafeRepresenter.represent_str)
     return str(yaml.dump(obj, Dumper=Dumper, sort_keys=False, allow_unicode=True))
+
+
+def run_command(prog: str, func: Callable[[argparse.Namespace], int],
+                args: argparse.Namespace) -> int:
+    """Run a parsed command the way every command line of the project ends: bad input is one
+    line on stderr and exit 2, a closed pipe is a quiet 0, ^C is 130."""
+    try:
+        return int(func(args))
+    except InputError as exc:
+        print(f"{prog}: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..cliargs import InputError, dump, node_from_args, sources_from_args
+from ..cliargs import InputError, dump, node_from_args, run_command, sources_from_args
 from ..inventory.limits import DRIVER
 
 log = logging.getLogger("liken_devices.match")
@@ -351,12 +351,4 @@ def kubectl_main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.cluster_default = True
     setup_logging(getattr(args, "verbose", 0))
-    try:
-        return int(args.func(args))
-    except InputError as exc:
-        print(f"kubectl-liken: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        return 130
+    return run_command("kubectl-liken", args.func, args)
