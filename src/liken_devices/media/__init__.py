@@ -5,8 +5,8 @@ real libva, what it decodes, encodes and scales, and publishes the answer as a `
 device with eighteen booleans, paired with the ``liken.sh`` render node through
 ``resource.kubernetes.io/pciBusID``.
 
-Modules: :mod:`.va` (libva's constants, pure data), :mod:`.vaapi` (the ctypes queries) and
-:mod:`.child` (the process that runs them: the only one that loads libva), :mod:`.probe` (one
+Modules: :mod:`.va` (libva's constants, pure data), :mod:`.child` (the process that sends the
+queries through ctypes: the only one that loads libva, self-contained), :mod:`.probe` (one
 child per render node, in parallel, killed at the timeout), :mod:`.capabilities` (the seed's
 table and log line), :mod:`.devices` (the media.liken.sh devices and slice), :mod:`.agent` (the
 ``run`` loop) and :mod:`.cli` (``scan`` and ``run``). Importing this package never loads libva:

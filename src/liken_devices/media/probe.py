@@ -8,12 +8,15 @@ liken_devices.media.child NODE``) in its own session, which the parent kills wit
 the time is up (docs/media.md, "How it asks"). All nodes are asked at once, so a hung driver
 costs one timeout, not one per GPU.
 
-The child prints one JSON object on its stdout: ``{"ok": true, "vendor", "pairs", "vpp"}`` or
-``{"ok": false, "error"}``, both with libva's log ``messages``. A driver is hostile input like any
-other (docs/media.md, "A driver that misbehaves"):
+The child prints its answer on its stdout in a line format (:mod:`.child`): libva's version,
+the vendor string, the pairs and the video processor's formats, or why the query failed, both
+with libva's log messages. A driver is hostile input like any other (docs/media.md, "A driver
+that misbehaves"):
 
 * the answer is read up to ``MAX_ANSWER`` bytes and the child's stderr keeps only its last
   ``STDERR_TAIL`` bytes, both in memory (no file in /tmp, which the DaemonSet keeps small);
+* the answer is parsed strictly (:func:`parse_answer`): at most ``MAX_LINES`` lines, each of a
+  known kind, numbers in their C type's range, every list bounded; anything else is no answer;
 * the answer is taken when the child exits, not when its pipe closes: a helper the driver forked
   may hold the pipe open forever;
 * every string that reaches a log (vendor, error, libva's messages, stderr) is cut to a bounded
@@ -26,7 +29,6 @@ other (docs/media.md, "A driver that misbehaves"):
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import selectors
 import signal
@@ -37,19 +39,19 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from .capabilities import RawCaps
 
 DEFAULT_TIMEOUT = 20.0  # seconds; render-node-capabilities.txt, "When a query fails"
 REAP_GRACE = 2.0  # after SIGKILL; a child in uninterruptible sleep is left behind
-MAX_ANSWER = 1 << 20  # bytes of JSON; a real answer is a few KiB
+MAX_ANSWER = 1 << 20  # bytes; a real answer is a few KiB
 STDERR_TAIL = 4096  # bytes of the child's stderr kept, the last ones
 MAX_MESSAGES = 64  # libva messages kept per node (the child also stops collecting past these)
 MAX_TEXT = 512  # characters of one message, error or stderr tail as logged
 MAX_VENDOR = 256  # characters of the vendor string (vaDriver is cut further, to 64 bytes)
 MAX_PAIRS = 4096  # profile/entrypoint pairs; libva has fewer than 64 profiles and 16 entrypoints
 MAX_FORMATS = 1024  # video processor pixel formats
+MAX_LINES = MAX_PAIRS + MAX_MESSAGES + 8  # the child sends no more message lines than it keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +98,12 @@ def clean_text(text: str, limit: int = MAX_TEXT) -> str:
 
 def child_command() -> list[str]:
     """The child's command line, without the node: a fresh interpreter, isolated (``-I``: no
-    user site, no ``PYTHON*`` variables) and without ``site`` (``-S``), that finds this package
-    where the parent found it and runs :mod:`.child`. It starts once per render node, so it
-    skips what it does not need: the site-packages' start-up hooks and ``runpy``."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    boot = (f"import sys; sys.path.insert(0, {root!r}); "
-            "from liken_devices.media.child import main; sys.exit(main(sys.argv[1:]))")
+    user site, no ``PYTHON*`` variables) and without ``site`` (``-S``), that runs :mod:`.child`
+    as the top-level module ``child`` from this directory. It starts once per render node, so it
+    skips all it can: the site-packages' start-up hooks, ``runpy``, and this package's
+    ``__init__`` chain (the child is self-contained)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    boot = f"import sys; sys.path.append({here!r}); from child import main; main(sys.argv[1:])"
     return [sys.executable, "-I", "-S", "-c", boot]
 
 
@@ -325,61 +327,110 @@ def _kill_session(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the child's answer says (:func:`parse_answer`)."""
+
+    raw: RawCaps | None  # None: the query failed
+    error: str  # why it failed, cleaned ("" when it did not)
+    messages: tuple[str, ...]  # libva's messages, cleaned, and "(N more messages not kept)"
+
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_UINT32 = (0, (1 << 32) - 1)
+_COUNT = (0, (1 << 63) - 1)
+
+
+def _number(token: bytes, bounds: tuple[int, int]) -> int:
+    """A decimal number in ``bounds``; ValueError for anything else (no ``+``, ``_``, spaces or
+    leading run of digits longer than the type's: ``int()`` alone would accept those)."""
+    low, high = bounds
+    digits = token[1:] if token[:1] == b"-" and low < 0 else token
+    if not digits.isdigit() or len(digits) > len(str(high)):  # bytes.isdigit: ASCII only
+        raise ValueError(f"not a number: {token[:24]!r}")
+    value = int(token)
+    if not low <= value <= high:
+        raise ValueError(f"out of range: {value}")
+    return value
+
+
+def _text(raw: bytes, limit: int) -> str:
+    """A text of the answer, unescaped (``\\\\`` and ``\\n``), decoded and cleaned; only what
+    ``limit`` characters can need is looked at."""
+    raw = raw[: 8 * limit + 8]  # a character is at most 4 bytes, escaped at most twice that
+    text = b"\\".join(part.replace(b"\\n", b"\n") for part in raw.split(b"\\\\"))
+    return clean_text(text.decode("utf-8", errors="replace"), limit)
+
+
+def parse_answer(out: bytes) -> Answer:
+    """The child's answer (its line format, :mod:`.child`) as hostile input: ValueError unless
+    it is complete and well formed, with every count and number in bounds."""
+    lines = out.split(b"\n", MAX_LINES)
+    if len(lines) > MAX_LINES:
+        raise ValueError(f"more than {MAX_LINES} lines")
+    if lines[-2:] != [b"end", b""]:
+        raise ValueError("no end line")
+    head = lines[0].split(b" ")
+    if head == [b"failed"]:
+        version = None
+    elif head[0] == b"ok" and len(head) == 3:
+        version = (_number(head[1], _INT32), _number(head[2], _INT32))
+    else:
+        raise ValueError(f"no ok or failed line: {lines[0][:24]!r}")
+    vendor: str | None = None
+    error: str | None = None
+    pairs: list[tuple[int, int, int | None]] = []
+    vpp: tuple[int, ...] | None = None
+    messages: list[str] = []
+    more = 0
+    dropped: int | None = None
+    for line in lines[1:-2]:
+        kind, _, rest = line.partition(b" ")
+        if kind == b"message":
+            if len(messages) < MAX_MESSAGES:
+                messages.append(_text(rest, MAX_TEXT))
+            else:
+                more += 1
+        elif kind == b"dropped" and dropped is None:
+            dropped = _number(rest, _COUNT)
+        elif version is None:
+            if kind != b"error" or error is not None:
+                raise ValueError(f"a failed answer has a line {line[:24]!r}")
+            error = _text(rest, MAX_TEXT)
+        elif kind == b"pair":
+            fields = rest.split(b" ", 3)
+            if len(fields) != 3 or len(pairs) >= MAX_PAIRS:
+                raise ValueError(f"not a pair or too many pairs: {line[:24]!r}")
+            pairs.append((_number(fields[0], _INT32), _number(fields[1], _INT32),
+                          _number(fields[2], _UINT32)))
+        elif kind == b"vendor" and vendor is None:
+            vendor = _text(rest, MAX_VENDOR)
+        elif kind == b"vpp" and vpp is None:
+            formats = rest.split(b" ", MAX_FORMATS) if rest else []
+            if len(formats) > MAX_FORMATS:
+                raise ValueError(f"more than {MAX_FORMATS} pixel formats")
+            vpp = tuple(_number(f, _UINT32) for f in formats)
+        else:
+            raise ValueError(f"an unexpected line {line[:24]!r}")
+    more += dropped or 0
+    if more:
+        messages.append(f"({more} more messages not kept)")
+    if version is None:
+        return Answer(None, error or "query failed", tuple(messages))
+    if vendor is None:
+        raise ValueError("no vendor line")
+    return Answer(RawCaps(vendor, tuple(pairs), vpp), "", tuple(messages))
+
+
 def _parse(node: str, out: bytes, rc: int, stderr: str, elapsed: float) -> ProbeResult:
     try:
-        doc = json.loads(out.decode("utf-8"))
-        if not isinstance(doc, dict):
-            raise ValueError("not a JSON object")
-        raw_messages = doc.get("messages")
-        if raw_messages is None:
-            raw_messages = []
-        if not isinstance(raw_messages, list):
-            raise TypeError("messages is not a list")
-        messages = tuple(clean_text(str(m)) for m in raw_messages[:MAX_MESSAGES])
-        dropped = doc.get("dropped")
-        if len(raw_messages) > MAX_MESSAGES or (isinstance(dropped, int) and dropped > 0):
-            more = max(0, len(raw_messages) - MAX_MESSAGES) + \
-                (dropped if isinstance(dropped, int) and dropped > 0 else 0)
-            messages += (f"({more} more messages not kept)",)
-        if not doc.get("ok"):
-            error = clean_text(str(doc.get("error") or "query failed"))
-            return ProbeResult(node, None, error, messages, stderr, elapsed)
-        raw = _raw_caps(doc)
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError, RecursionError) as exc:
+        answer = parse_answer(out)
+    except ValueError as exc:
         why = f"exited with status {rc}" if rc else f"gave no answer ({clean_text(str(exc), 80)})"
         return ProbeResult(node, None, why, (), stderr, elapsed)
     if rc != 0:
-        return ProbeResult(node, None, f"exited with status {rc}", messages, stderr, elapsed)
-    return ProbeResult(node, raw, None, messages, stderr, elapsed)
-
-
-def _raw_caps(doc: Mapping[str, Any]) -> RawCaps:
-    vendor = doc["vendor"]
-    if not isinstance(vendor, str):
-        raise TypeError("vendor is not a string")
-    vendor = clean_text(vendor, MAX_VENDOR)
-    pairs: list[tuple[int, int, int | None]] = []
-    if not isinstance(doc["pairs"], list) or len(doc["pairs"]) > MAX_PAIRS:
-        raise TypeError(f"pairs is not a list of at most {MAX_PAIRS}")
-    for item in doc["pairs"]:
-        profile, entrypoint, rt = item
-        if not isinstance(profile, int) or not isinstance(entrypoint, int):
-            raise TypeError("a pair is not two integers")
-        if rt is not None and not isinstance(rt, int):
-            raise TypeError("an RT format is not an integer")
-        pairs.append((profile, entrypoint, rt))
-    vpp_raw = doc.get("vpp")
-    vpp: tuple[int, ...] | None = None
-    if vpp_raw is not None:
-        if not isinstance(vpp_raw, list) or len(vpp_raw) > MAX_FORMATS:
-            raise TypeError(f"vpp is not a list of at most {MAX_FORMATS}")
-        if not all(isinstance(x, int) for x in vpp_raw):
-            raise TypeError("a pixel format is not an integer")
-        vpp = tuple(vpp_raw)
-    return RawCaps(vendor, tuple(pairs), vpp)
-
-
-if __name__ == "__main__":
-    from .child import main
-
-    sys.exit(main(sys.argv[1:]))
+        return ProbeResult(node, None, f"exited with status {rc}", answer.messages, stderr,
+                           elapsed)
+    if answer.raw is None:
+        return ProbeResult(node, None, answer.error, answer.messages, stderr, elapsed)
+    return ProbeResult(node, answer.raw, None, answer.messages, stderr, elapsed)

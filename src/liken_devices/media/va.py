@@ -1,22 +1,15 @@
 """libva's constants the agent needs, as plain numbers (no libva is loaded here).
 
-The values are libva ABI, append-only across libva 2.x (libva's ``va/va.h``). Both the child
-that queries and the parent that maps the answer use them, and the parent must never load libva
-(docs/media.md, "How it asks"), so they live apart from :mod:`.vaapi`.
+The values are libva ABI, append-only across libva 2.x (libva's ``va/va.h``). The parent maps
+the child's answer with them and must never load libva (docs/media.md, "How it asks"). The
+numbers only the queries need (statuses, attribute types) live in :mod:`.child`, which imports
+nothing of this package; the two both use (``VAProfileNone``, ``VAEntrypointVideoProc``) are
+spelled in both, and a test holds them equal.
 """
 
 from __future__ import annotations
 
-# Not ``typing`` itself: this module is loaded by the probe child, which starts once per render
-# node and keeps its imports to what it needs (typing alone is most of a bare start-up).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Final
-
-VA_STATUS_SUCCESS: Final = 0
-VA_STATUS_ERROR_MAX_NUM_EXCEEDED: Final = 0x0B
-VA_STATUS_ERROR_UNSUPPORTED_PROFILE: Final = 0x0C
-VA_STATUS_ERROR_UNSUPPORTED_ENTRYPOINT: Final = 0x0D
+from typing import Final
 
 # VAProfile (an enum; VAProfileNone is -1 and passes as a signed int).
 VAProfileNone: Final = -1
@@ -36,15 +29,11 @@ VAEntrypointEncSlice: Final = 6
 VAEntrypointEncSliceLP: Final = 8
 VAEntrypointVideoProc: Final = 10
 
-VAConfigAttribRTFormat: Final = 0
 # The "not supported" answer of vaGetConfigAttributes. It is the same bit as
 # VA_RT_FORMAT_PROTECTED, so only a value *equal* to it means "not supported" (as vainfo reads it).
 VA_ATTRIB_NOT_SUPPORTED: Final = 0x80000000
 VA_RT_FORMAT_YUV420: Final = 0x00000001
 VA_RT_FORMAT_YUV420_10: Final = 0x00000100
-
-VASurfaceAttribPixelFormat: Final = 1
-VAGenericValueTypeInteger: Final = 1
 
 
 def fourcc(code: str) -> int:
