@@ -1,8 +1,8 @@
 """Benchmark: how long the media agent takes to ask one and four render nodes.
 
 Each query is the production path (a fresh interpreter per node running
-``liken_devices.media.probe``, ctypes, the real libva.so.2/libva-drm.so.2) against the test VA
-driver (tests/media/native/vafake.c), so the figure is the agent's own overhead: interpreter
+``liken_devices.media.child``, ctypes' core, the real libva.so.2/libva-drm.so.2) against the test
+VA driver (tests/media/native/vafake.c), so the figure is the agent's own overhead: interpreter
 start, libva's driver loading and the queries. A real driver adds its own init time. The four
 nodes are asked in parallel. Run with `./tasks bench`; figures are in docs/performance.md.
 """
