@@ -242,7 +242,32 @@ SUBCOMMANDS: tuple[Register, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Skipped:
+    """Takes a sub-command's definition and keeps none of it (see :class:`_OneCommand`)."""
+
+    def __getattr__(self, name: str) -> Callable[..., _Skipped]:
+        return lambda *args, **kwargs: self
+
+
+class _OneCommand:
+    """The sub-commands action as registration sees it when the command line names one
+    command: that command's parser is built, every other definition is skipped. A program that
+    runs once per call (``scan`` in a loop, a probe) does not build some 60 parsers to use one.
+    """
+
+    def __init__(self, sub: Any, command: str) -> None:
+        self.sub, self.command, self.found = sub, command, False
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if name != self.command:
+            return _Skipped()
+        self.found = True
+        return self.sub.add_parser(name, **kwargs)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``command``, one whose only sub-command is that one (the whole
+    parser when no sub-command has that name, so that the error lists them all)."""
     parent = inputs_parent()
     parser = Parser(
         prog="liken-devices",
@@ -254,8 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                 parser_class=Parser)
+    one = _OneCommand(sub, command) if command is not None else None
     for register in SUBCOMMANDS:
-        register(sub, parent)
+        register(one or sub, parent)
+    if one is not None and not one.found:
+        return build_parser()
     return parser
 
 
@@ -264,8 +292,11 @@ def setup_logging(verbose: int, fmt: str = "text") -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # The top level has only --help and --version: a first word that is not an option is the
+    # sub-command.
+    command = argv[0] if argv and not argv[0].startswith("-") else None
+    args = build_parser(command).parse_args(argv)
     setup_logging(getattr(args, "verbose", 0), getattr(args, "log_format", "text"))
     return run_command("liken-devices", args.func, args)
 

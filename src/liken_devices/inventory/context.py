@@ -9,17 +9,16 @@ document :mod:`.machinefile`'s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..errors import InputError as InputError  # re-exported: its home for the layers above
 from .catalogs import Catalogs
 from .model import Facts, MachineSpec
 
 
-@dataclass(frozen=True, slots=True)
-class Context:
-    """The non-sysfs inputs of one policy run."""
+class Context(NamedTuple):
+    """The non-sysfs inputs of one policy run (by default: no role, no Machine, no catalogs)."""
 
-    facts: Facts = field(default_factory=lambda: Facts(frozenset()))
-    machine: MachineSpec = field(default_factory=MachineSpec)
-    catalogs: Catalogs = field(default_factory=Catalogs)
+    facts: Facts = Facts(frozenset())
+    machine: MachineSpec = MachineSpec()
+    catalogs: Catalogs = Catalogs()

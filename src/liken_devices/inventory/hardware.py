@@ -8,7 +8,6 @@ node belongs to the deepest PCI function or USB interface above it, else to that
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
 from ..sysfs.model import Snapshot, SysDevice
@@ -21,16 +20,22 @@ BOARD_STRUCTURE_IDS = ("PNP0A03", "PNP0A08")
 HardwareKind = Literal["pci", "usb-interface", "usb-device", "board"]
 
 
-@dataclass
 class Hardware:
-    """One considered piece of hardware and the nodes of its subtree."""
+    """One considered piece of hardware and the nodes of its subtree (filled in as the tree is
+    built: one object per piece, compared by identity)."""
 
-    dev: SysDevice
-    bus: str
-    kind: HardwareKind
-    nodes: list[SysDevice] = field(default_factory=list)
-    hci: bool = False  # a Bluetooth controller sits in its subtree
-    net: bool = False  # a network interface (class ``net``) sits in its subtree
+    __slots__ = ("bus", "dev", "hci", "kind", "net", "nodes")
+
+    def __init__(self, dev: SysDevice, bus: str, kind: HardwareKind) -> None:
+        self.dev = dev
+        self.bus = bus
+        self.kind = kind
+        self.nodes: list[SysDevice] = []
+        self.hci = False  # a Bluetooth controller sits in its subtree
+        self.net = False  # a network interface (class ``net``) sits in its subtree
+
+    def __repr__(self) -> str:
+        return f"Hardware({self.kind} {self.path})"
 
     @property
     def path(self) -> str:

@@ -9,7 +9,7 @@ libusb program holds. The policy turns it into the :class:`~.model.Inventory`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..sysfs.model import DevNode
 from .catalogs import Catalogs
@@ -17,8 +17,7 @@ from .hardware import Hardware
 from .model import AttrValue, LeftOut, Outcome, Reason, Unclaimed
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A device about to be published, before names are made unique and the cap applies."""
 
     hw: Hardware

@@ -3,14 +3,16 @@
 The inputs besides the snapshot (facts, the Machine's spec, the module and ID catalogs) are
 gathered in :class:`Context`. The answer is an :class:`Inventory`: the published devices with
 their attributes and deliveries, an outcome for every piece of hardware considered, and the
-unclaimed hardware with the modules that could drive it.
+unclaimed hardware with the modules that could drive it. The records are ``NamedTuple``
+classes, immutable and cheap to define at start-up (docs/performance.md, "Start-up").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
+from typing import NamedTuple
 
 from ..sysfs.model import DevNode
 from .limits import MAX_DEVICES
@@ -37,8 +39,7 @@ class Reason(StrEnum):
     NETWORK_CARD = "a network card"
 
 
-@dataclass(frozen=True, slots=True)
-class SerioEntry:
+class SerioEntry(NamedTuple):
     """One ``spec.serio`` entry: a serial-line adapter the machine attaches to serio."""
 
     protocol: str  # "pulse8-cec" | "rainshadow-cec"
@@ -47,16 +48,14 @@ class SerioEntry:
     serial: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class MachineSpec:
+class MachineSpec(NamedTuple):
     """The part of the Machine's spec the device layer reads."""
 
     modules: tuple[str, ...] = ()
     serio: tuple[SerioEntry, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Facts:
+class Facts(NamedTuple):
     """Storage roles from init's facts: the partitions backing a role, or why they are unknown."""
 
     role_partitions: frozenset[str] | None  # None: the facts could not be read
@@ -67,8 +66,7 @@ class Facts:
         return self.role_partitions is not None
 
 
-@dataclass(frozen=True, slots=True)
-class LeftOut:
+class LeftOut(NamedTuple):
     """A node a claim would state but does not, because it is another device's (decisions.md,
     "Bluetooth event numbers stay exclusive to their owners")."""
 
@@ -85,7 +83,6 @@ class LeftOut:
                 "hostPath": "/dev/" + self.host_name, "owner": self.owner, "why": self.why()}
 
 
-@dataclass(frozen=True, slots=True)
 class Claimed:
     """The devices that claims prepared on this node hold, by the names they were allocated.
 
@@ -95,7 +92,10 @@ class Claimed:
     and the 128 cap keeps what is claimed (decisions, "Which hardware is considered").
     """
 
-    names: frozenset[str] = frozenset()
+    __slots__ = ("names",)
+
+    def __init__(self, names: frozenset[str] = frozenset()) -> None:
+        self.names = names
 
     def __contains__(self, name: object) -> bool:
         return name in self.names
@@ -103,12 +103,20 @@ class Claimed:
     def __bool__(self) -> bool:
         return bool(self.names)
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Claimed) and other.names == self.names
+
+    def __hash__(self) -> int:
+        return hash(self.names)
+
+    def __repr__(self) -> str:
+        return f"Claimed({sorted(self.names)})"
+
 
 NO_CLAIMS = Claimed()
 
 
-@dataclass(frozen=True, slots=True)
-class PublishedDevice:
+class PublishedDevice(NamedTuple):
     """One device of the slice, and what a claim on it delivers."""
 
     name: str
@@ -125,8 +133,7 @@ class PublishedDevice:
         return self.attributes.get("renderNode") is True
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What became of one considered piece of hardware (``liken-devices explain``)."""
 
     path: str
@@ -138,8 +145,7 @@ class Outcome:
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Unclaimed:
+class Unclaimed(NamedTuple):
     """Hardware no driver drives, with the modules that could (Machine status, hardware report)."""
 
     path: str
@@ -163,20 +169,19 @@ class Unclaimed:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class Inventory:
+class Inventory(NamedTuple):
     """The policy's whole answer for one snapshot."""
 
     devices: tuple[PublishedDevice, ...]  # sorted by name, at most MAX_DEVICES
     outcomes: tuple[Outcome, ...]
     unclaimed: tuple[Unclaimed, ...]
     overflow: tuple[str, ...] = ()  # names dropped past the cap
-    facts: Facts = field(default_factory=lambda: Facts(frozenset()))
+    facts: Facts = Facts(frozenset())
     # Present hardware that is not in the slice only because it is in use: a libusb program
     # holds its interface (seed, "USB devices"), or a claim prepared on this node holds the
     # device and keeps its shape (decisions, "Delivery"). Name -> the nodes its claim keeps
     # (the device's current usbfs node). The plugin resolves these as present, not absent.
-    held: Mapping[str, tuple[DevNode, ...]] = field(default_factory=dict)
+    held: Mapping[str, tuple[DevNode, ...]] = MappingProxyType({})
 
     @property
     def total(self) -> int:

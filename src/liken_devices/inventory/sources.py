@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
@@ -128,21 +127,31 @@ def default_hwdata_dir() -> Path:
     return Path("/usr/share/hwdata")
 
 
-@dataclass
 class Sources:
-    """Where each walk reads from. Exactly one of ``sysfs`` and ``recording`` is used."""
+    """Where each walk reads from. Exactly one of ``sysfs`` and ``recording`` is used.
 
-    sysfs: Path = Path("/sys")
-    facts: Path = Path("/run/liken/facts")
-    machine_file: Path | None = None
-    modules_dir: Path = field(default_factory=default_modules_dir)
-    # One directory, or several: each ID file is read from the first that has a readable copy.
-    hwdata_dir: Path | tuple[Path, ...] = field(default_factory=default_hwdata_dir)
-    recording: Path | None = None
-    _catalogs: Catalogs | None = field(default=None, repr=False)
-    # What one walk may reuse from the last: this Sources' own, never shared by another.
-    memo: AttributeMemo = field(default_factory=AttributeMemo, repr=False, compare=False)
-    reader_memo: ReaderMemo = field(default_factory=ReaderMemo, repr=False, compare=False)
+    ``hwdata_dir`` is one directory, or several: each ID file is read from the first that has a
+    readable copy. A Sources keeps what one walk may reuse from the last (its memos), never
+    shared with another."""
+
+    def __init__(self, sysfs: Path = Path("/sys"), facts: Path = Path("/run/liken/facts"),
+                 machine_file: Path | None = None, modules_dir: Path | None = None,
+                 hwdata_dir: Path | tuple[Path, ...] | None = None,
+                 recording: Path | None = None) -> None:
+        self.sysfs = sysfs
+        self.facts = facts
+        self.machine_file = machine_file
+        self.modules_dir = modules_dir if modules_dir is not None else default_modules_dir()
+        self.hwdata_dir = hwdata_dir if hwdata_dir is not None else default_hwdata_dir()
+        self.recording = recording
+        self._catalogs: Catalogs | None = None
+        self.memo = AttributeMemo()
+        self.reader_memo = ReaderMemo()
+
+    def __repr__(self) -> str:
+        where = f"recording={self.recording}" if self.recording is not None \
+            else f"sysfs={self.sysfs}"
+        return f"Sources({where}, facts={self.facts}, modules_dir={self.modules_dir})"
 
     def check(self) -> None:
         """Fail early, with one clear line, on input that can never work."""

@@ -3,20 +3,25 @@
 Paths are sysfs device paths relative to the sysfs root, always starting with ``/devices/``
 (the form a uevent's DEVPATH and a umockdev ``P:`` line use), so the tree structure is plain
 string prefixing and the policy stays a pure function.
+
+The records are ``NamedTuple`` classes rather than dataclasses: they are as immutable and typed,
+and a command that runs once (``liken-devices scan``) does not pay at every start for the code a
+dataclass generates (docs/performance.md, "Start-up").
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from types import MappingProxyType
+from typing import Literal, NamedTuple
 
 NodeType = Literal["c", "b"]
 
+NO_ATTRS: Mapping[str, bytes] = MappingProxyType({})
 
-@dataclass(frozen=True, slots=True, order=True)
-class DevNode:
-    """A device node: its name under /dev and its numbers."""
+
+class DevNode(NamedTuple):
+    """A device node: its name under /dev and its numbers (ordered by name, then numbers)."""
 
     name: str  # relative to /dev: "dri/renderD128", "bus/usb/001/002"
     type: NodeType
@@ -31,15 +36,14 @@ class DevNode:
         return {"path": self.path, "type": self.type, "major": self.major, "minor": self.minor}
 
 
-@dataclass(frozen=True, slots=True)
-class SysDevice:
+class SysDevice(NamedTuple):
     """One device directory of sysfs, as far as the inventory needs it."""
 
     path: str  # "/devices/pci0000:00/0000:00:02.0"
     subsystem: str | None
     driver: str | None
     props: Mapping[str, str]  # the uevent keys (KEY=value)
-    attrs: Mapping[str, bytes] = field(default_factory=dict)  # raw attribute bytes, "\n" stripped
+    attrs: Mapping[str, bytes] = NO_ATTRS  # raw attribute bytes, "\n" stripped
     node: DevNode | None = None
     slaves: tuple[str, ...] = ()  # block devices this (virtual) block device is built on
 
@@ -72,8 +76,7 @@ class SysDevice:
             yield path
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     """What one walk saw."""
 
     devices: Mapping[str, SysDevice]  # by path

@@ -26,7 +26,6 @@ import logging
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
@@ -86,17 +85,22 @@ def c_unescape(text: str) -> bytes:
     return bytes(out)
 
 
-@dataclass
 class Block:
-    """One device block of a recording, as written."""
+    """One device block of a recording, as written (filled in line by line)."""
 
-    path: str
-    node: str | None = None
-    node_content: bytes | None = None
-    symlinks: list[str] = field(default_factory=list)
-    props: dict[str, str] = field(default_factory=dict)
-    attrs: dict[str, bytes] = field(default_factory=dict)
-    links: dict[str, str] = field(default_factory=dict)
+    __slots__ = ("attrs", "links", "node", "node_content", "path", "props", "symlinks")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.node: str | None = None
+        self.node_content: bytes | None = None
+        self.symlinks: list[str] = []
+        self.props: dict[str, str] = {}
+        self.attrs: dict[str, bytes] = {}
+        self.links: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"Block({self.path!r})"
 
 
 class _LongLine(InputError):
