@@ -71,7 +71,7 @@ def upgrade_args(p: Any) -> None:
                         "downward API's metadata.uid)")
 
 
-_POD_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]")
+_POD_UID = r"[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]"  # compiled at its first use
 
 
 def pod_uid_from_args(args: argparse.Namespace) -> str | None:
@@ -82,7 +82,7 @@ def pod_uid_from_args(args: argparse.Namespace) -> str | None:
     if not uid:
         raise InputError("--seamless-upgrade needs the pod's UID: --pod-uid or $POD_UID (the "
                          "downward API's metadata.uid)")
-    if not _POD_UID.fullmatch(uid):
+    if not re.fullmatch(_POD_UID, uid):
         raise InputError(f"pod UID {uid[:80]!r} is not a UID (letters, digits and '-')")
     return uid
 

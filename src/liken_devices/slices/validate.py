@@ -20,10 +20,11 @@ MAX_DRIVER = DNS_LABEL_MAX
 # Every pattern is used with fullmatch: "$" would let a trailing newline through.
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 C_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-SEMVER = re.compile(
+# Compiled at its first use (re keeps it): most slices hold no version.
+SEMVER = (
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?", re.ASCII)
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?")
 VALUE_KINDS = ("int", "bool", "string", "version")
 SPEC_FIELDS = {"driver", "pool", "nodeName", "nodeSelector", "allNodes", "devices",
                "perDeviceNodeSelection", "sharedCounters"}
@@ -106,7 +107,7 @@ def _check_device(i: int, dev: Any, errors: list[str]) -> None:
                 errors.append(f"{at}.{kind}: must be a string")
             elif len(v.encode("utf-8")) > MAX_VALUE:
                 errors.append(f"{at}.{kind}: {len(v.encode())} bytes; at most {MAX_VALUE}")
-            elif kind == "version" and not SEMVER.fullmatch(v):
+            elif kind == "version" and not re.fullmatch(SEMVER, v, re.ASCII):
                 errors.append(f"{at}.version: {v!r} is not a semantic version")
     for key in capacity:
         problem = check_qualified_name(key) if isinstance(key, str) else "must be a string"

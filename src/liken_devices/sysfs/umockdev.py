@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from ..inputfiles import read_input
 from .devnames import default_devname
 from .model import DevNode, Snapshot, SysDevice
 from .reader import BUSES
-from .values import dec, dev_numbers, devname_problem, hexnum
+from .values import dec, dev_numbers, devname_problem, has_control, hexnum
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +45,6 @@ MAX_LINE = 1 << 20  # characters in one line (a binary attribute in hex)
 MAX_BLOCKS = 200_000  # devices
 MAX_BLOCK_LINES = 10_000  # lines of one device
 MAX_PATH = 4096
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 _KINDS = frozenset("PNSEAHL")
 
 # Subsystems that are buses in sysfs (bus/<name>), the rest are classes (class/<name>).
@@ -128,7 +126,7 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
 def _check_path(path: str) -> str:
     if len(path) > MAX_PATH:
         raise InputError(f"a device path longer than {MAX_PATH} characters")
-    if _CONTROL.search(path):
+    if has_control(path):
         raise InputError(f"device path {path[:60]!r} contains a control character")
     if path.startswith("/devices/") and any(
             part in ("", ".", "..") for part in path[len("/devices/"):].rstrip("/").split("/")):

@@ -17,9 +17,16 @@ MAX_MAJOR = (1 << 12) - 1
 MAX_MINOR = (1 << 20) - 1
 _DEC = re.compile(r"[0-9]{1,20}")
 _HEX = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,16})")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+# Characters no name or path read from sysfs may hold: C0 controls, DEL, NEL and the Unicode line
+# and paragraph separators (they would split a log line or a YAML scalar).
+CONTROL_CHARS = frozenset([*map(chr, range(0x20)), "\x7f", "\x85", "\u2028", "\u2029"])
 _DEVNAME = re.compile(r"[A-Za-z0-9_.:+@=,-]{1,255}(/[A-Za-z0-9_.:+@=,-]{1,255}){0,15}")  # fullmatch
 MAX_DEVNAME = 255
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a character of :data:`CONTROL_CHARS`."""
+    return not CONTROL_CHARS.isdisjoint(text)
 
 
 def dec(text: str | None) -> int | None:
@@ -50,7 +57,7 @@ def devname_problem(name: str) -> str | None:
     """Why ``name`` (relative to /dev) cannot be a device node's name, or None."""
     if not name or len(name) > MAX_DEVNAME:
         return "empty or too long"
-    if _CONTROL.search(name):
+    if has_control(name):
         return "it contains a control or line-separator character"
     if name.startswith("/"):
         return "it is an absolute path"
