@@ -94,25 +94,6 @@ class AgentConfig:
     status_out: Path | None = None  # and the Machine status
 
 
-def release_free_memory() -> None:
-    """Give the heap the start-up left free back to the kernel (glibc ``malloc_trim``).
-
-    Loading the catalogs reads and splits whole files (pci.ids is over a megabyte); the freed
-    chunks otherwise stay resident for the life of the process (~2 MiB of a 60 MiB budget).
-    """
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return
-    trim(0)
-
-
 class Publisher(Protocol):
     """What the loop needs of ``kube.SlicePublisher``."""
 
@@ -373,7 +354,6 @@ class Agent:
             if self.plugin is not None:
                 self.plugin.start()
             self._walk(WalkReason.START)
-            release_free_memory()
             self.ready.set()
             self._loop(uevents)
         finally:

@@ -23,7 +23,6 @@ import errno
 import logging
 import os
 import re
-import secrets
 import socket
 import stat
 import threading
@@ -228,7 +227,7 @@ def check_socket_path(path: Path) -> None:
 
 
 def _temp_socket(path: Path) -> Path:
-    return path.parent / f".lk{secrets.token_hex(4)}"
+    return path.parent / f".lk{os.urandom(4).hex()}"
 
 
 def remove_dead_sockets(directory: Path, pattern: re.Pattern[str], keep: Path | None = None,
