@@ -53,11 +53,6 @@ def is_clean(s: str) -> bool:
     return not any(ch in s for ch in LAWFUL)
 
 
-def test_the_childs_numbers_are_the_parents() -> None:
-    assert (child.VAProfileNone, child.VAEntrypointVideoProc) == (
-        va.VAProfileNone, va.VAEntrypointVideoProc)
-
-
 def test_a_real_answer_reads_back() -> None:
     out = child.format_answer((1, 22), b"Intel iHD driver - 25.2.3 ()",
                               [(7, 1, 1), (-1, 10, 0x101)], [va.VA_FOURCC_NV12, 0xFFFFFFFF],

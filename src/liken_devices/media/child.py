@@ -45,6 +45,7 @@ from _ctypes import (
     byref,
     dlopen,
     dlsym,
+    sizeof,
 )
 
 TYPE_CHECKING = False
@@ -152,6 +153,8 @@ class Query:
     """One render node's driver, asked through libva."""
 
     def __init__(self) -> None:
+        if sizeof(c_void_p) != 8:  # the layouts below are LP64's (x86_64, aarch64)
+            raise OSError("the query reads libva's structures as laid out on 64-bit Linux")
         self.version = (0, 0)
         self.vendor = b""
         self.pairs: list[tuple[int, int, int]] = []

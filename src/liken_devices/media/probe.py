@@ -370,7 +370,7 @@ def parse_answer(out: bytes) -> Answer:
         raise ValueError(f"more than {MAX_LINES} lines")
     if lines[-2:] != [b"end", b""]:
         raise ValueError("no end line")
-    head = lines[0].split(b" ")
+    head = lines[0].split(b" ", 3)
     if head == [b"failed"]:
         version = None
     elif head[0] == b"ok" and len(head) == 3:
