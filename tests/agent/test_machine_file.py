@@ -82,6 +82,6 @@ def test_a_tree_that_stops_being_sysfs_fails_the_walk_in_one_line(
             built.agent._walk(WalkReason.UEVENT)
         [record] = [r for r in caplog.records if r.getMessage().startswith("walk failed")]
         assert "not a sysfs tree" in record.getMessage() and record.exc_info is None
-        assert built.agent.metrics.walk_errors._value.get() == 1
+        assert built.agent.metrics.walk_errors.get() == 1
     finally:
         built.close()

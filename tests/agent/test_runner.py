@@ -89,14 +89,14 @@ def test_follows_uevents_and_ignores_virtual_net(api: FakeApiServer, node: Fixtu
         # A veth pair (many uevents under /devices/virtual/net/) wakes no walk.
         metrics = run.agent.metrics
         walks = run.agent.walks
-        ignored = metrics.uevents_ignored._value.get()
-        woke = metrics.uevents._value.get() - ignored
+        ignored = metrics.uevents_ignored.get()
+        woke = metrics.uevents.get() - ignored
         late = node.plug_usb(4)  # would show up if anything walked
         with veth_pair():
             time.sleep(1.6)
         time.sleep(1.2)
-        assert metrics.uevents_ignored._value.get() >= ignored + 4
-        if metrics.uevents._value.get() - metrics.uevents_ignored._value.get() == woke:
+        assert metrics.uevents_ignored.get() >= ignored + 4
+        if metrics.uevents.get() - metrics.uevents_ignored.get() == woke:
             assert run.agent.walks == walks
             assert late not in run.slice_names()
         # else another test on this machine made real uevents meanwhile: a walk was right.
@@ -115,14 +115,14 @@ def test_change_online_and_offline_wake_no_walk(api: FakeApiServer, node: Fixtur
         run.wait_names(gpu)
         metrics = run.agent.metrics
         walks = run.agent.walks
-        seen, ignored = metrics.uevents._value.get(), metrics.uevents_ignored._value.get()
+        seen, ignored = metrics.uevents.get(), metrics.uevents_ignored.get()
         late = node.plug_usb(6)  # would show up if anything walked
         for action in ("change", "online", "offline", "change"):
             synthetic_uevent(action)
-        api.wait_for(lambda: metrics.uevents._value.get() >= seen + 4)
+        api.wait_for(lambda: metrics.uevents.get() >= seen + 4)
         time.sleep(1.5)  # past the quiet second a woken burst would wait
-        assert metrics.uevents_ignored._value.get() >= ignored + 4
-        if metrics.uevents._value.get() - metrics.uevents_ignored._value.get() == seen - ignored:
+        assert metrics.uevents_ignored.get() >= ignored + 4
+        if metrics.uevents.get() - metrics.uevents_ignored.get() == seen - ignored:
             assert run.agent.walks == walks
             assert late not in run.slice_names()
         # else another test on this machine made waking uevents meanwhile: a walk was right.
@@ -157,7 +157,7 @@ def test_burst_makes_one_walk_within_five_seconds(api: FakeApiServer, node: Fixt
     try:
         time.sleep(1.2)  # no burst pending
         metrics = run.agent.metrics
-        walks, seen_before = run.agent.walks, metrics.uevents._value.get()
+        walks, seen_before = run.agent.walks, metrics.uevents.get()
         usb = node.plug_usb(5)
         first = time.monotonic()
         writes = 0
@@ -170,7 +170,7 @@ def test_burst_makes_one_walk_within_five_seconds(api: FakeApiServer, node: Fixt
         seen = time.monotonic() - first
         assert usb in run.slice_names()
         assert seen <= 6.0, seen  # the five-second bound holds whatever else happens
-        if metrics.uevents._value.get() - seen_before == writes:
+        if metrics.uevents.get() - seen_before == writes:
             # Only our uevents arrived: exactly one walk, at the bound, not after a quiet second.
             assert seen >= 4.5, seen
             assert run.agent.walks == walks + 1
@@ -288,7 +288,7 @@ def test_outage_then_convergence(api: FakeApiServer, node: FixtureNode, tmp_path
         errors = run.agent.metrics.api_errors.labels(op="slice", code="connection")
         # The walk runs while the server is down (within 1 s, or 5 s if other tests on this
         # machine keep the burst going), and its publish fails.
-        api.wait_for(lambda: errors._value.get() >= 1, 10)
+        api.wait_for(lambda: errors.get() >= 1, 10)
         api.start()
         run.wait_names([usb, "pci-0000-00-02-0", "pci-0000-00-02-0-display"], timeout=20)
     finally:
@@ -328,7 +328,7 @@ def test_overflow_printed_once_on_the_console(api: FakeApiServer, node: FixtureN
         text = console.read_text()
         assert text.count("\n") == 1
         assert f"node {run.name} has 132 devices" in text and "4 cannot be claimed" in text
-        assert run.agent.metrics.overflow._value.get() == 4
+        assert run.agent.metrics.overflow.get() == 4
     finally:
         run.stop()
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from liken_devices import __version__
 from liken_devices.kube.metrics import SliceMetrics
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _samples(m: SliceMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -37,3 +44,18 @@ def test_each_instance_has_its_own_registry() -> None:
     a, b = SliceMetrics(None, "x_test", "test slice"), SliceMetrics(None, "x_test", "test slice")
     a.published(1, 1)
     assert _samples(b)[("x_test_slice_writes_total", ())] == 0
+
+
+def test_the_agents_metrics_bring_no_client_library_and_no_http_server() -> None:
+    """The node agent runs on every node: its metrics are written by kube/prometheus.py, and
+    the port is served by kube/endpoint.py, so neither the client library nor the standard
+    library's HTTP server stack is loaded, nor is the library a dependency of the package."""
+    code = ("import sys, liken_devices.agent.metrics, liken_devices.media.metrics;"
+            "liken_devices.agent.metrics.AgentMetrics().exposition();"
+            "print(' '.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(REPO / "src")}).stdout.split()
+    assert "liken_devices.kube.prometheus" in out
+    assert not {"prometheus_client", "http.server", "socketserver", "wsgiref"} & set(out)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.lower().startswith("prometheus")]

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from ..kube.endpoint import Check, Endpoint
 from ..kube.metrics import SliceMetrics
+from ..kube.prometheus import Counter, Gauge, Histogram, Registry
 
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -25,7 +24,7 @@ class AgentMetrics(SliceMetrics):
     """The metrics, and the hooks the kube side (``ApiMetrics``) and the plugin
     (``plugin.core.PluginMetrics``) call."""
 
-    def __init__(self, registry: CollectorRegistry | None = None,
+    def __init__(self, registry: Registry | None = None,
                  prefix: str = "liken_devices") -> None:
         super().__init__(registry, prefix, "ResourceSlice")
         r, p = self.registry, prefix

@@ -4,8 +4,9 @@ The node agent and the media agent each publish a ResourceSlice and serve their 
 What they have in common lives here once: a registry of their own (not the process-wide
 default, so tests and embedders do not collide) with the process's CPU, memory and descriptors,
 ``<prefix>_build_info``, the series of a slice publisher (the hooks ``kube.retry.ApiMetrics``
-calls) and the exposition that :mod:`.endpoint` serves. No ``_created`` series: they double every
-counter's series and say only when the process started (``process_start_time_seconds`` does).
+calls) and the exposition that :mod:`.endpoint` serves, in the text format of :mod:`.prometheus`.
+No ``_created`` series: they would double every counter's series and say only when the process
+started (``process_start_time_seconds`` does).
 """
 
 from __future__ import annotations
@@ -13,27 +14,16 @@ from __future__ import annotations
 import platform
 import time
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    ProcessCollector,
-    disable_created_metrics,
-    generate_latest,
-)
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-
 from .. import __version__
-
-disable_created_metrics()
+from .prometheus import CONTENT_TYPE, Counter, Gauge, ProcessCollector, Registry
 
 
 class SliceMetrics:
     """A registry with the process's collector, the build and a slice publisher's series,
     named ``<prefix>_...``; ``slice_name`` is how their help texts call the published slice."""
 
-    def __init__(self, registry: CollectorRegistry | None, prefix: str, slice_name: str) -> None:
-        self.registry = registry or CollectorRegistry(auto_describe=True)
+    def __init__(self, registry: Registry | None, prefix: str, slice_name: str) -> None:
+        self.registry = registry or Registry()
         r, p = self.registry, prefix
         ProcessCollector(registry=r)
         self.build = Gauge(f"{p}_build_info", "The running build (always 1)",
@@ -65,4 +55,4 @@ class SliceMetrics:
     # ---- the endpoint ------------------------------------------------------------------------
 
     def exposition(self) -> tuple[bytes, str]:
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return self.registry.exposition(), CONTENT_TYPE

@@ -9,9 +9,8 @@ descriptors. The registry, the build, the slice publisher's series and the expos
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from ..kube.metrics import SliceMetrics
+from ..kube.prometheus import Counter, Gauge, Histogram, Registry
 
 _QUERY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0)
 
@@ -19,7 +18,7 @@ _QUERY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0)
 class MediaMetrics(SliceMetrics):
     """The metrics, and the hooks the publisher (``kube.retry.ApiMetrics``) calls."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: Registry | None = None) -> None:
         super().__init__(registry, "liken_media", "media slice")
         r, p = self.registry, "liken_media"
         self.queries = Counter(f"{p}_render_node_queries", "Render nodes asked, by outcome "
