@@ -41,6 +41,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import heap
 from ..errors import InputError
 from ..files import write_atomic
 from ..inventory import Inventory, MachineSpec, Sources, build_inventory
@@ -354,6 +355,7 @@ class Agent:
             if self.plugin is not None:
                 self.plugin.start()
             self._walk(WalkReason.START)
+            heap.settle()
             self.ready.set()
             self._loop(uevents)
         finally:

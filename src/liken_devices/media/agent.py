@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import heap
 from ..inventory.model import PublishedDevice
 from ..inventory.sources import Sources
 from .devices import MediaDevice, query_devices, render_devices, render_node_path
@@ -236,6 +237,7 @@ class MediaAgent:
         self.refresh()
         self.publisher.sync()
         self._pass_started = None
+        heap.settle()
         self.ready.set()
         for w in watches:
             w.start()

@@ -67,14 +67,16 @@ def check_ref(namespace: str, name: str) -> None:
 def fetch_results(client: KubeClient, namespace: str, name: str, uid: str,
                   node: str) -> list[Result]:
     """This node's liken.sh devices in the claim's allocation, or :class:`ClaimError`."""
-    # lazy: lightkube loads only for what talks to the API server
+    # lazy: lightkube loads only for what talks to the API server. The claim is read as a
+    # generic (dict) resource: no typed model to build per GET, none of its classes to import.
     from lightkube import ApiError
-    from lightkube.resources.resource_v1 import ResourceClaim
+
+    from ..kube.client import Resources
 
     check_ref(namespace, name)
     ref = f"ResourceClaim {namespace}/{name}"
     try:
-        claim = client.get(ResourceClaim, name, namespace=namespace)
+        claim = client.get(Resources.claim(), name, namespace=namespace)
     except ApiError as e:
         code = getattr(e.status, "code", None)
         if code == 404:

@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .. import heap
 from ..errors import InputError, one_line
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 
@@ -120,6 +121,7 @@ def run_plugin(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_term)
     signal.signal(signal.SIGHUP, on_hup)
     plugin.start()
+    heap.settle()
     try:
         rewalk.set()
         while not stop.is_set():
