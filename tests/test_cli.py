@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -178,3 +179,26 @@ def test_version_and_log_lines(machine: list[str]) -> None:
     [rec] = [r for r in records if "storage facts unreadable" in r["msg"]]
     assert rec["level"] == "WARNING" and rec["logger"] == "liken_devices"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", rec["time"])
+
+
+def _commands(parser: Any) -> list[str]:
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return list(sub.choices)
+
+
+def test_the_subcommand_table_names_what_each_module_registers() -> None:
+    from liken_devices.cli import SUBCOMMANDS, build_parser
+
+    table = [name for names, _ in SUBCOMMANDS for name in names]
+    assert _commands(build_parser()) == table  # every command, in --help's order
+    for name in table:
+        assert _commands(build_parser(name)) == [name]
+    assert _commands(build_parser("no-such-command")) == table  # the error lists them all
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    probe = ("import sys; from liken_devices.cli import build_parser; build_parser('scan'); "
+             "print(sorted(m for m in sys.modules if m.endswith('.cli')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "['liken_devices.cli']"

@@ -2,7 +2,8 @@
 
 ``scan``, ``deliveries``, ``explain`` and ``report`` are views of one inventory; they need no
 cluster. The other sub-commands live with their parts of the package (``plugin``, ``claims``,
-``run``, ``machine``), each added by the ``register`` function listed in :data:`SUBCOMMANDS`.
+``run``, ``machine``...), each added by the ``register`` function of a module that
+:data:`SUBCOMMANDS` names; a command line naming one command imports and builds only its own.
 The shared inputs (``--sysfs``, ``--node``...) are :mod:`.cliargs`. Bad input exits 2 with one
 line on stderr.
 """
@@ -17,13 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import __version__, logs
-from .agent import cli as agent_cli
 from .cliargs import Parser, dump, inputs_parent, node_from_args, run_command, sources_from_args
 from .inventory import Inventory, Sources
 from .inventory.limits import DRIVER, MAX_DEVICES
-from .machine import cli as machine_cli
-from .match import cli as match_cli
-from .plugin import cli as plugin_cli
 from .slices import devices_json, ensure_valid, make_slice
 
 log = logging.getLogger("liken_devices")
@@ -232,14 +229,25 @@ def register_views(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_report)
 
 
-# Every sub-command, in --help's order. A new one is one more entry here.
-SUBCOMMANDS: tuple[Register, ...] = (
-    register_views,
-    plugin_cli.register,
-    agent_cli.register,
-    machine_cli.register,
-    match_cli.register,
+# Every sub-command, in --help's order: the names a module's ``register`` adds, and the module
+# ("" for this one). A command line naming one command imports only its module. A new command
+# is one more name here (tests/test_cli.py holds the names to what the modules register).
+SUBCOMMANDS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("scan", "deliveries", "explain", "report"), ""),
+    (("plugin", "claims"), "plugin.cli"),
+    (("run",), "agent.cli"),
+    (("machine",), "machine.cli"),
+    (("claim-for", "match", "fleet"), "match.cli"),
 )
+
+
+def _register(module: str) -> Register:
+    if not module:
+        return register_views
+    import importlib
+
+    register: Register = importlib.import_module(f"{__package__}.{module}").register
+    return register
 
 
 class _Skipped:
@@ -280,8 +288,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                 parser_class=Parser)
     one = _OneCommand(sub, command) if command is not None else None
-    for register in SUBCOMMANDS:
-        register(one or sub, parent)
+    for names, module in SUBCOMMANDS:
+        if one is None or command in names:
+            _register(module)(one or sub, parent)
     if one is not None and not one.found:
         return build_parser()
     return parser

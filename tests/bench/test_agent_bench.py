@@ -8,6 +8,7 @@ a time: the budgets are read from the report, not enforced by a timed assert.
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,3 +86,18 @@ def test_idle_cpu_and_memory(benchmark: Any, rig: Rig) -> None:
                budget="≤ 55 MiB")
     assert shares and all(x >= 0 for x in shares) and rss > 0 and hwm >= rss
     assert rig.proc.poll() is None
+
+
+def test_memory_without_the_kubelet_plugin(benchmark: Any) -> None:
+    """The same agent with ``--no-plugin``: what the kubelet plugin (grpcio, protobuf, the
+    generated stubs and the serving server) adds to the resident set is the difference."""
+    r = start_rig(sized=True, extra=("--no-plugin",))
+    try:
+        time.sleep(1.0 if benchmark.disabled else 5.0)  # past the start-up walks and writes
+        rss, _ = benchmark.pedantic(memory_kib, args=(r.proc.pid,), rounds=1, iterations=1)
+        assert rss > 0 and r.proc.poll() is None
+        if not benchmark.disabled:
+            record(benchmark, "agent", "resident memory without the kubelet plugin (VmRSS)",
+                   [rss / 1024], "MiB")
+    finally:
+        r.close()

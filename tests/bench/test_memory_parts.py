@@ -33,8 +33,23 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("the project (agent, plugin, kube, machine side, metrics)",
      "import liken_devices.agent.runner, liken_devices.agent.cli, liken_devices.plugin.server,"
      " liken_devices.kube.publisher, liken_devices.machine.side, liken_devices.agent.metrics"),
+    ("the API client, made as the agent makes it (its HTTP/1.1 transport)", "CLIENT"),
     ("the catalogs, asked what a walk asks", "CATALOGS"),
 )
+
+CLIENT = """
+from pathlib import Path
+from liken_devices.kube.client import make_client
+Path({kc!r}).write_text({config!r})
+make_client(Path({kc!r}))
+"""
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
 
 CATALOGS = """
 from pathlib import Path
@@ -62,7 +77,11 @@ def test_memory_by_part(benchmark: Any, tmp_path: Path) -> None:
     code = ""
     steps: list[tuple[str, str]] = []
     for label, imp in PARTS:
-        code += (CATALOGS.format(mods=str(mods), hw=hw) if imp == "CATALOGS" else imp) + "\n"
+        if imp == "CATALOGS":
+            imp = CATALOGS.format(mods=str(mods), hw=hw)
+        elif imp == "CLIENT":
+            imp = CLIENT.format(kc=str(tmp_path / "kubeconfig"), config=KUBECONFIG)
+        code += imp + "\n"
         steps.append((label, code))
     repeats = 1 if benchmark.disabled else 3
     totals: list[list[float]] = []

@@ -112,6 +112,26 @@ def test_image_is_reproducible_and_holds_the_id_files(images: dict[str, str]) ->
     assert media.stdout.count("\n") == 3
 
 
+# What the node agent imports: under the DaemonSet's PYTHONOPTIMIZE=2 on a read-only root, each
+# must come from -OO byte-code made at build time, not be compiled again at every start.
+AGENT_IMPORTS = ("import liken_devices.cli, liken_devices.agent.runner,"
+                 " liken_devices.plugin.server, liken_devices.kube, liken_devices.machine.side,"
+                 " grpc, lightkube, yaml, json")
+
+
+def test_the_agents_byte_code_is_compiled_for_the_daemonsets_optimization(
+        images: dict[str, str]) -> None:
+    for optimize in ("2", "0"):  # the DaemonSets' PYTHONOPTIMIZE, and the media child's -I
+        out = podman("run", "--rm", "--network", "none", "--read-only", "-e",
+                     f"PYTHONOPTIMIZE={optimize}", "--entrypoint", "/opt/liken/bin/python",
+                     images["liken-devices"], "-v", "-c", AGENT_IMPORTS)
+        loaded = [line for line in out.stderr.splitlines()
+                  if line.startswith("# code object from")]
+        assert len(loaded) > 300  # the agent's modules, and what they import
+        from_source = [line for line in loaded if not line.rstrip("'").endswith(".pyc")]
+        assert from_source == [], f"PYTHONOPTIMIZE={optimize}"
+
+
 def image_hwdata(image: str, into: Path) -> Path:
     """The image's ID files, copied out, for the same names outside."""
     into.mkdir()

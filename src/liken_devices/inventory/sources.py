@@ -16,7 +16,6 @@ from ..errors import InputError
 from ..files import FileTooLarge, read_bounded
 from ..sysfs.model import Snapshot
 from ..sysfs.reader import ReaderMemo, read_sysfs
-from ..sysfs.umockdev import load_recording
 from .attributes import AttributeMemo
 from .catalogs import Catalogs
 from .context import Context
@@ -188,6 +187,8 @@ class Sources:
 
     def snapshot(self) -> Snapshot:
         if self.recording is not None:
+            from ..sysfs.umockdev import load_recording  # only offline: a node reads sysfs
+
             return load_recording(self.recording)
         return read_sysfs(self.sysfs, self.reader_memo)
 

@@ -15,10 +15,13 @@ decide on one shape whatever the client library raised.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 FIELD_MANAGER = "liken-devices"
+# What the HTTP transport would load for HTTP/2 and asynchronous I/O (see make_client).
+UNUSED_BY_THE_CLIENT = ("h2", "anyio")
 # In-cluster: the kubelet mounts the token here and sets these variables in every pod.
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -41,7 +44,17 @@ def make_client(kubeconfig: Path | None = None, timeout: float = 10.0) -> Any:
     """A lightkube ``Client`` from ``kubeconfig``, else the in-cluster config, else $KUBECONFIG.
 
     ``timeout`` bounds every request except watches (a slow API server must not hang a walk).
+
+    The client is synchronous and speaks HTTP/1.1, lightkube's default. Its HTTP library's
+    transport imports, as soon as a client is made, the libraries of two things this client
+    never does: the ``h2`` protocol stack (lightkube depends on the HTTP/2 extra all the same)
+    and ``anyio``'s asynchronous networking. Together about 1.5 MiB resident in every agent on
+    every node, for code that never runs. Unless something in the process imported them
+    already, they are marked absent (``sys.modules``), and the transport leaves them out as it
+    does where they are not installed (docs/performance.md, "Node agent").
     """
+    for unused in UNUSED_BY_THE_CLIENT:
+        sys.modules.setdefault(unused, None)  # type: ignore[arg-type]
     # lazy: lightkube loads only for what talks to the API server
     import httpx2
     from lightkube import Client, KubeConfig
