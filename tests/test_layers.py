@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     "slices": 3, "cliargs": 3,
     "kube": 4, "plugin": 4, "machine": 4, "media": 4,
     "agent": 5, "match": 5,
-    "cli": 6,
+    "cli": 6, "entry": 7,
 }
 
 

@@ -15,6 +15,10 @@ import gc
 
 
 def settle() -> None:
-    """Collect start-up's garbage and stop tracking what survived it (call once, after start)."""
+    """Collect start-up's garbage and stop tracking what survived it (call once, after start).
+
+    What an entry point froze while importing (:mod:`.entry`) is collected too: a garbage cycle
+    made by an import is not kept for the life of the agent."""
+    gc.unfreeze()
     gc.collect()
     gc.freeze()

@@ -133,7 +133,8 @@ def start_rig(root: Path | None = None, extra: tuple[str, ...] = (),
     kubeconfig = api.write_kubeconfig(root / "kubeconfig")
     if sized:
         extra = (*node_sized(root, kubeconfig), *extra)
-    args = [sys.executable, "-m", "liken_devices.cli", "run", "--node", NODE, *node.args(),
+    # The console script's way in (liken_devices.entry), as the DaemonSet starts the agent.
+    args = [sys.executable, "-m", "liken_devices.entry", "run", "--node", NODE, *node.args(),
             "--kubeconfig", str(kubeconfig),
             "--console", str(root / "console"), "--metrics-port", str(port),
             "--metrics-addr", "127.0.0.1", "--cdi-dir", str(root / "cdi"),

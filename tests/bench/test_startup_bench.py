@@ -35,7 +35,7 @@ BIN = Path(sys.executable).parent
 
 def _scan_command() -> list[str]:
     script = BIN / "liken-devices"
-    head = [str(script)] if script.exists() else [sys.executable, "-m", "liken_devices.cli"]
+    head = [str(script)] if script.exists() else [sys.executable, "-m", "liken_devices.entry"]
     return [*head, "scan", "-o", "json"]
 
 
