@@ -43,11 +43,13 @@ from liken_devices.kube.client import make_client
 Path({kc!r}).write_text({config!r})
 make_client(Path({kc!r}))
 """
+# One cluster CA, as a pod's service account has (without one the client loads the system's whole
+# CA store, which no in-cluster agent does); no request is made.
 KUBECONFIG = """apiVersion: v1
 kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
+clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:1", certificate-authority: {ca}}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
 current-context: x
 """
 
@@ -58,6 +60,15 @@ c = Catalogs.load(Path({mods!r}), Path({hw!r}))
 c.pci.name("8086", "46a6"); c.usb.name("0bda", "2838")
 c.candidates("pci:v00008086d000046A6sv00001028sd00000B1Abc03sc00i00")
 """
+
+
+def one_ca(root: Path) -> Path:
+    """A self-signed cluster CA made with openssl (tests/bench/agent_bench.py does the same)."""
+    ca = root / "ca.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(root / "ca.key"), "-out", str(ca), "-days", "30", "-subj",
+                    "/CN=kubernetes"], capture_output=True, check=True)
+    return ca
 
 
 def _rss_after(code: str) -> float:
@@ -80,7 +91,8 @@ def test_memory_by_part(benchmark: Any, tmp_path: Path) -> None:
         if imp == "CATALOGS":
             imp = CATALOGS.format(mods=str(mods), hw=hw)
         elif imp == "CLIENT":
-            imp = CLIENT.format(kc=str(tmp_path / "kubeconfig"), config=KUBECONFIG)
+            imp = CLIENT.format(kc=str(tmp_path / "kubeconfig"),
+                                config=KUBECONFIG.format(ca=one_ca(tmp_path)))
         code += imp + "\n"
         steps.append((label, code))
     repeats = 1 if benchmark.disabled else 3
