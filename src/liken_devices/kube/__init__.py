@@ -5,8 +5,8 @@ resources as generic, dict-valued kinds; :mod:`.publisher` keeps ``<node>-liken.
 :mod:`.machine` reads the Machine's spec and writes its status; :mod:`.watch` learns of changes
 made by others (the kubelet deleting slices, an operator editing spec.modules) without polling;
 :mod:`.retry` is the one retry schedule every writer uses, and every failed request reaches it as
-:class:`.client.ApiError`; :mod:`.evict` evicts a pod through the Eviction API; :mod:`.endpoint`
-serves /metrics, /healthz and /readyz, bounded.
+:class:`.client.ApiError`; :mod:`.evict` evicts a pod through the Eviction API (only the media
+agent imports it); :mod:`.endpoint` serves /metrics, /healthz and /readyz, bounded.
 """
 
 from .client import (
@@ -17,7 +17,6 @@ from .client import (
     cluster_available,
     make_client,
 )
-from .evict import PodEvictor
 from .machine import MachineReporter, build_status, facts_condition, sharing_condition
 from .publisher import GATE_MESSAGE, SlicePublisher
 from .retry import ApiMetrics, Backoff, NullMetrics, OutageLog, RetrySchedule
@@ -34,7 +33,6 @@ __all__ = [
     "NullMetrics",
     "ObjectWatch",
     "OutageLog",
-    "PodEvictor",
     "Resources",
     "RetrySchedule",
     "SlicePublisher",

@@ -19,13 +19,15 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..inventory.model import MachineSpec
 from ..sysfs.model import Snapshot
 from .conditions import condition
 from .modules import Loader, ModprobeLoader, ModuleManager, ModuleStatus
-from .serio import LineOps, SerioManager, failed_row
+
+if TYPE_CHECKING:
+    from .serio import LineOps, SerioManager
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +96,20 @@ class MachineSide:
                  on_change: Callable[[], None] | None = None) -> None:
         self.modules = ModuleManager(modules_dir, loader or ModprobeLoader(modules_dir),
                                      sys_root=sys_root, proc_root=proc_root)
-        self.serio = SerioManager(serio_opener, dev_root=dev_root, on_change=on_change)
+        self._serio_args = (serio_opener, dev_root, on_change)
+        self._serio: SerioManager | None = None
         self._lock = threading.Lock()  # one pass at a time, whichever thread calls
+
+    @property
+    def serio(self) -> SerioManager:
+        """The serial-line side, made (and its module loaded) when first needed: most machines
+        declare no line, and their agent carries none of it."""
+        if self._serio is None:
+            from .serio import SerioManager  # lazy: loaded by the first machine with a line
+
+            opener, dev_root, on_change = self._serio_args
+            self._serio = SerioManager(opener, dev_root=dev_root, on_change=on_change)
+        return self._serio
 
     def apply(self, spec: MachineSpec, snapshot: Snapshot, *, dry_run: bool = False
               ) -> dict[str, Any]:
@@ -116,8 +130,12 @@ class MachineSide:
                                             f"{type(exc).__name__}: {exc}")
                                for name in dict.fromkeys(spec.modules)]
             try:
-                serio_rows = self.serio.apply(spec.serio, snapshot, dry_run=dry_run)
+                # No line declared and none ever held: nothing to attach or release.
+                serio_rows = self.serio.apply(spec.serio, snapshot, dry_run=dry_run) \
+                    if spec.serio or self._serio is not None else []
             except Exception as exc:
+                from .serio import failed_row  # lazy: see serio
+
                 log.warning("the serial-line side failed: %s", exc)
                 serio_rows = [failed_row(entry, f"{type(exc).__name__}: {exc}")
                               for entry in dict.fromkeys(spec.serio)]
@@ -130,4 +148,5 @@ class MachineSide:
 
     def close(self) -> None:
         """Release every held serial line."""
-        self.serio.close()
+        if self._serio is not None:
+            self._serio.close()
