@@ -148,3 +148,27 @@ def test_two_seamless_agents_share_the_port_and_the_newer_answers(tmp_path: Path
         old.ensure_dead()
         if new is not None:
             new.ensure_dead()
+
+
+def test_a_stop_signal_the_kernel_hands_to_another_thread_still_stops_the_agent(
+        tmp_path: Path) -> None:
+    """SIGTERM sent to one of the agent's other threads (tgkill), as the kernel may deliver a
+    process's signal: the main loop, asleep in select, still wakes and stops at once."""
+    import ctypes
+
+    node = FixtureNode(tmp_path / "node")
+    port = free_port()
+    agent = Agent(node, port, tmp_path / "agent.log", seamless=False)
+    try:
+        agent.healthy_start(port)
+        pid = agent.proc.pid
+        others = [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]
+        assert others, "the agent runs its endpoint on a thread of its own"
+        libc = ctypes.CDLL(None, use_errno=True)
+        sys_tgkill = 234  # x86_64; aarch64 is 131
+        if os.uname().machine == "aarch64":
+            sys_tgkill = 131
+        assert libc.syscall(sys_tgkill, pid, others[0], signal.SIGTERM) == 0
+        assert agent.proc.wait(10) == 0, agent.log.read_text()
+    finally:
+        agent.ensure_dead()

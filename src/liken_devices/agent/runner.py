@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import select
+import signal
 import threading
 import time
 from collections import deque
@@ -347,6 +348,11 @@ class Agent:
             log.error("cannot open the kernel's uevent socket: %s", exc)
             return 1
         self._uevent_fd = uevents.fileno()  # before the first snapshot: no uevent is missed
+        # A signal the kernel hands to another thread (grpcio's, the endpoint's) runs its Python
+        # handler only when the main thread next runs Python, and the loop may sleep in select
+        # with no timeout: the C-level handler's byte on the loop's pipe wakes it.
+        wakeup = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False) \
+            if threading.current_thread() is threading.main_thread() else None
         try:
             if self.reporter is not None:
                 self.reporter.refresh()
@@ -359,6 +365,8 @@ class Agent:
             self.ready.set()
             self._loop(uevents)
         finally:
+            if wakeup is not None:
+                signal.set_wakeup_fd(wakeup)  # before the pipe closes and its number is reused
             self._shutdown(uevents)
         return 0
 

@@ -60,6 +60,7 @@ def failed(fragment: dict[str, Any]) -> bool:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     # lazy: loaded when this sub-command runs; the other commands start without it
+    from .. import signals
     from ..cliargs import dump, sources_from_args
     from ..inventory.sources import default_modules_dir
     from .modules import ModprobeLoader
@@ -88,7 +89,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
                     signal.SIGINT: signal.signal(signal.SIGINT, on_signal)}
         try:
             while side.serio.held():
-                wake.wait()
+                signals.wait(wake)
                 wake.clear()
                 if stop.is_set():
                     break

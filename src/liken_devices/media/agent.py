@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import heap
+from .. import heap, signals
 from ..inventory.model import PublishedDevice
 from ..inventory.sources import Sources
 from .devices import MediaDevice, query_devices, render_devices, render_node_path
@@ -245,7 +245,7 @@ class MediaAgent:
             while not stop.is_set():
                 self._turn()
                 # No timer: sleep until a watch event, a stop, or a retry falls due.
-                self._wake.wait(self._timeout())
+                signals.wait(self._wake, self._timeout())
                 self._wake.clear()
         finally:
             self._stopping = True

@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .. import heap
+from .. import heap, signals
 from ..errors import InputError, one_line
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 
@@ -125,7 +125,7 @@ def run_plugin(args: argparse.Namespace) -> int:
     try:
         rewalk.set()
         while not stop.is_set():
-            rewalk.wait()
+            signals.wait(rewalk)
             rewalk.clear()
             if stop.is_set():
                 break
