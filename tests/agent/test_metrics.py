@@ -7,8 +7,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,19 +15,12 @@ from liken_devices.agent.metrics import AgentMetrics
 from liken_devices.cli import main
 from liken_devices.kube.endpoint import Endpoint, EndpointError, default_address
 from liken_devices.plugin import ClaimRef, Plugin, PluginConfig
+from tests.support.loopback import get
 
 
 def sample(m: AgentMetrics, name: str, **labels: str) -> float:
     value = m.registry.get_sample_value(name, labels or None)
     return 0.0 if value is None else value
-
-
-def get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def test_claims_are_counted_per_claim_and_requests_timed() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.fakeapi import FakeApiServer
+from tests.support.loopback import free_port
 
 from .node import FixtureNode, is_root, synthetic_uevent
 
@@ -25,12 +25,6 @@ pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(not is_root(), reason="real uevents")]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class AgentProcess:

@@ -35,6 +35,7 @@ import yaml
 
 from tests.agent.node import FixtureNode, synthetic_uevent
 from tests.support.fakeapi import FakeApiServer
+from tests.support.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEVICES = 20  # dongles in the fixture tree, besides the GPU's two devices
@@ -79,12 +80,14 @@ class Rig:
         self.api.stop()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def one_ca(root: Path) -> Path | None:
+    """A self-signed cluster CA made with openssl, as a service account carries one (None
+    without openssl)."""
+    ca = root / "ca.crt"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                           "-keyout", str(root / "ca.key"), "-out", str(ca), "-days", "30",
+                           "-subj", "/CN=kubernetes"], capture_output=True, check=False)
+    return ca if made.returncode == 0 else None
 
 
 def node_sized(root: Path, kubeconfig: Path) -> tuple[str, ...]:
@@ -98,11 +101,8 @@ def node_sized(root: Path, kubeconfig: Path) -> tuple[str, ...]:
         if (hwdata / "pci.ids").is_file():
             extra += ("--hwdata-dir", str(hwdata))
             break
-    ca = root / "ca.crt"
-    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                           "-keyout", str(root / "ca.key"), "-out", str(ca), "-days", "30",
-                           "-subj", "/CN=kubernetes"], capture_output=True, check=False)
-    if made.returncode == 0:
+    ca = one_ca(root)
+    if ca is not None:
         config = yaml.safe_load(kubeconfig.read_text())
         config["clusters"][0]["cluster"]["certificate-authority"] = str(ca)
         kubeconfig.write_text(yaml.safe_dump(config))
@@ -129,7 +129,7 @@ def start_rig(root: Path | None = None, extra: tuple[str, ...] = (),
     api = FakeApiServer().start()
     api.add_node(NODE)
     api.add_machine(NODE, {})
-    port = _free_port()
+    port = free_port()
     kubeconfig = api.write_kubeconfig(root / "kubeconfig")
     if sized:
         extra = (*node_sized(root, kubeconfig), *extra)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from .agent_bench import one_ca
 from .figures import record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,15 +63,6 @@ c.candidates("pci:v00008086d000046A6sv00001028sd00000B1Abc03sc00i00")
 """
 
 
-def one_ca(root: Path) -> Path:
-    """A self-signed cluster CA made with openssl (tests/bench/agent_bench.py does the same)."""
-    ca = root / "ca.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                    str(root / "ca.key"), "-out", str(ca), "-days", "30", "-subj",
-                    "/CN=kubernetes"], capture_output=True, check=True)
-    return ca
-
-
 def _rss_after(code: str) -> float:
     probe = code + "\nimport re as _r\nprint(_r.search(r'VmRSS:\\s+(\\d+)', " \
                    "open('/proc/self/status').read()).group(1))"
@@ -91,8 +83,10 @@ def test_memory_by_part(benchmark: Any, tmp_path: Path) -> None:
         if imp == "CATALOGS":
             imp = CATALOGS.format(mods=str(mods), hw=hw)
         elif imp == "CLIENT":
+            ca = one_ca(tmp_path)
+            assert ca is not None, "openssl makes the cluster CA (setup.d/60-bench.sh)"
             imp = CLIENT.format(kc=str(tmp_path / "kubeconfig"),
-                                config=KUBECONFIG.format(ca=one_ca(tmp_path)))
+                                config=KUBECONFIG.format(ca=ca))
         code += imp + "\n"
         steps.append((label, code))
     repeats = 1 if benchmark.disabled else 3

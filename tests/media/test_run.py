@@ -20,6 +20,7 @@ from liken_devices.media.agent import MediaAgent, liken_render_names
 from liken_devices.media.cli import build_parser, run_agent
 from liken_devices.slices import make_slice, validate_slice
 from tests.support.fakeapi import FakeApiServer
+from tests.support.loopback import get
 
 from .conftest import CAPS, FakeGPUs
 from .test_scan import Machine
@@ -213,17 +214,6 @@ def in_pod(api: FakeApiServer, tmp_path: Path, fake_env: FakeGPUs) -> Iterator[
         r.close()
 
 
-def _get(port: int, path: str) -> tuple[int, str]:
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 def _later_gpu(machine: Machine) -> None:
     """A GPU liken publishes now, whose render node is not in the pod's /dev (the claim was
     allocated before it existed)."""
@@ -254,7 +244,7 @@ def test_a_render_node_the_pod_lacks_is_published_failed_and_the_pod_evicted(
                     "DaemonSet's next pod claims it"]
     assert ("create", "pods/eviction") in r.api.verbs
     assert r.agent is not None and r.agent.queried == ["pci-0000-00-02-0", "pci-0000-03-00-0"]
-    _, body = _get(_endpoint_port(r), "/metrics")
+    _, body = get(_endpoint_port(r), "/metrics")
     assert "liken_media_missing_render_nodes 1.0" in body
     assert 'liken_media_render_node_queries_total{result="missing"} 1.0' in body
     # Every request the agent made is one deploy/media/rbac.yaml grants, and it grants no more.
@@ -300,9 +290,9 @@ def test_probes_say_ready_once_published(in_pod: tuple[Running, Machine]) -> Non
     r.api.wait_for(lambda: r.media_devices() == ["pci-0000-00-02-0"])
     r.api.wait_for(lambda: r.agent is not None and r.agent.ready.is_set())
     port = _endpoint_port(r)
-    assert _get(port, "/healthz")[0] == 200
-    r.api.wait_for(lambda: _get(port, "/readyz")[0] == 200)
-    code, body = _get(port, "/metrics")
+    assert get(port, "/healthz")[0] == 200
+    r.api.wait_for(lambda: get(port, "/readyz")[0] == 200)
+    code, body = get(port, "/metrics")
     assert code == 200 and 'liken_media_render_node_queries_total{result="ok"} 1.0' in body
     assert "liken_media_published_devices 1.0" in body and "_created" not in body
     assert r.api.evictions == []  # every render node is in the pod: nothing to evict

@@ -261,15 +261,7 @@ def test_bluetooth_claim_delivers_usbfs_uinput_and_32_event_nodes(api: FakeApiSe
     # the host's /dev/uinput's mode and owner (here a uinput of the plugin's /dev, 0660 :4243).
     plugin, kubelet = e2e
     make_node(plugin.config.dev_dir, "uinput", (10, 223), 0o660, 4243)
-    b = machine.b
-    usb = b.usb_device("1-8", busnum=1, devnum=3)
-    radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
-    b.usb_interface(usb, "1.1", driver="btusb", cls=0xE0)
-    b.device(radio, "hci0", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth")
-    claim = new_claim(api, ["usb-1-8-1-0"])
-    ans = kubelet.prepare([claim])[claim[1]]
-    assert ans.error == ""
-    (cid,) = ans.devices[0]["cdi"]
+    claim, cid = prepare_radio(api, machine.b, kubelet, interfaces=2)
     try:
         r = podman(cid, cmd="stat -c '%n %t:%T %a %u %g' /dev/bus/usb/001/003 /dev/uinput "
                             "/dev/input/event*; ls /dev/input | wc -l")
@@ -282,6 +274,22 @@ def test_bluetooth_claim_delivers_usbfs_uinput_and_32_event_nodes(api: FakeApiSe
         assert lines[34].strip() == "32"
     finally:
         assert kubelet.unprepare([claim]) == {claim[1]: ""}
+
+
+def prepare_radio(api: FakeApiServer, b: SysfsBuilder, kubelet: TestKubelet, *,
+                  interfaces: int = 1) -> tuple[tuple[str, str, str], str]:
+    """A Bluetooth radio at USB 1-8 (device 3) with ``interfaces`` btusb interfaces, claimed and
+    prepared: the claim and its CDI device ID."""
+    usb = b.usb_device("1-8", busnum=1, devnum=3)
+    radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+    for i in range(1, interfaces):
+        b.usb_interface(usb, f"1.{i}", driver="btusb", cls=0xE0)
+    b.device(radio, "hci0", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth")
+    claim = new_claim(api, ["usb-1-8-1-0"])
+    ans = kubelet.prepare([claim])[claim[1]]
+    assert ans.error == ""
+    (cid,) = ans.devices[0]["cdi"]
+    return claim, cid
 
 
 def test_bluetooth_claim_cannot_reach_the_built_in_keyboard(api: FakeApiServer, machine: Machine,
@@ -297,13 +305,7 @@ def test_bluetooth_claim_cannot_reach_the_built_in_keyboard(api: FakeApiServer, 
     serio = b.device(i8042, "serio0", "serio", driver="atkbd")
     keyboard = b.device(serio, "input1", "input", subdir="input")
     b.node(keyboard, "input", "event0", 13, 64, devname="input/event0")
-    usb = b.usb_device("1-8", busnum=1, devnum=3)
-    radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
-    b.device(radio, "hci0", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth")
-    claim = new_claim(api, ["usb-1-8-1-0"])
-    ans = kubelet.prepare([claim])[claim[1]]
-    assert ans.error == ""
-    (cid,) = ans.devices[0]["cdi"]
+    claim, cid = prepare_radio(api, b, kubelet)
     try:
         r = podman(cid, cmd="ls /dev/input")
         assert r.returncode == 0, r.stderr
