@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,15 @@ import pytest
 
 from liken_devices.kube.client import make_client
 from tests.support.fakeapi import FakeApiServer
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/cluster is a tier of its own (./tasks e2e; ./tasks test runs it after the rest):
+    it needs the real cluster, and one pytest session that owns it."""
+    if collection_path == Path(__file__).parent / "cluster" and \
+            not os.environ.get("LIKEN_CLUSTER_TIER"):
+        return True
+    return None
 
 
 @pytest.fixture

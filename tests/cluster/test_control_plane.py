@@ -1,0 +1,196 @@
+"""The control plane, for real: deploy/ as the guide applies it, the docs' manifests, the
+admission policy with pod-bound tokens, the ClusterRoles against the audit log, the Machine CRD
+and the ResourceSlice limits, all judged by the real kube-apiserver."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .support import REPO, STATE, apply, get, kubectl, wait_for
+
+pytestmark = pytest.mark.cluster
+
+EXAMPLES = sorted((REPO / "docs" / "examples").glob("*.yaml"))
+OTHER = "node-b"  # a second node: a Node object with no kubelet, for another node's tokens
+
+
+def slice_doc(node: str, name: str | None = None, pool: str | None = None,
+              devices: list[dict[str, Any]] | None = None,
+              driver: str = "liken.sh") -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": name or f"{node}-{driver}"},
+        "spec": {"driver": driver, "nodeName": node,
+                 "pool": {"name": pool or node, "generation": 1, "resourceSliceCount": 1},
+                 "devices": devices if devices is not None else
+                 [{"name": "usb-1-2-1-0", "attributes": {"bus": {"string": "usb"}}}]},
+    }
+
+
+@pytest.fixture(scope="module")
+def installed(k8s: dict[str, str]) -> Iterator[dict[str, str]]:
+    """deploy/ applied as the guide says, through the kube-proxy-free overlay."""
+    kubectl("apply", "-k", str(REPO / "tests" / "cluster" / "overlay"), timeout=300)
+    for ds in ("liken-devices", "media-capabilities"):
+        kubectl("-n", "liken-system", "rollout", "status", f"ds/{ds}", "--timeout=300s",
+                timeout=320)
+    yield k8s
+
+
+@pytest.fixture(scope="module")
+def other_node(installed: dict[str, str]) -> Iterator[str]:
+    apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": OTHER}}])
+    yield OTHER
+    kubectl("delete", "node", OTHER, "--ignore-not-found")
+
+
+def pod_token(account: str, node: str) -> str:
+    """A service-account token bound to a pod on ``node``: the token the kubelet would mint."""
+    name = f"token-{account}-{node}"
+    apply([{"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "liken-system"},
+            "spec": {"serviceAccountName": account, "nodeName": node,
+                     "tolerations": [{"operator": "Exists"}],
+                     "containers": [{"name": "c", "image": "localhost/liken-pause:ci",
+                                     "imagePullPolicy": "Never"}]}}])
+    uid = get("-n", "liken-system", "pod", name)["metadata"]["uid"]
+    return kubectl("-n", "liken-system", "create", "token", account, "--bound-object-kind=Pod",
+                   f"--bound-object-name={name}", f"--bound-object-uid={uid}").stdout.strip()
+
+
+def test_the_agents_run_and_publish(installed: dict[str, str]) -> None:
+    node = installed["node"]
+    stored = wait_for("the node's slice", lambda: get("resourceslice", f"{node}-liken.sh"))
+    assert stored["spec"]["nodeName"] == node
+    assert stored["spec"]["pool"]["name"] == node
+    assert stored["spec"]["driver"] == "liken.sh"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_is_accepted_by_the_api_server(installed: dict[str, str],
+                                                     path: Path) -> None:
+    kubectl("create", "namespace", "examples", check=False)
+    out = kubectl("apply", "--dry-run=server", "-n", "examples", "-f", str(path))
+    assert "(server dry run)" in out.stdout
+
+
+def test_a_node_token_writes_its_own_slice_and_nothing_of_another_node(
+        other_node: str) -> None:
+    theirs = pod_token("liken-devices", other_node)
+    # Its own slice: admitted (create, update, delete).
+    apply([slice_doc(other_node)], token=theirs)
+    kubectl("delete", "resourceslice", f"{other_node}-liken.sh", token=theirs)
+    # Another node's slice, under either name, and the other node's Machine: refused.
+    node = kubectl("get", "nodes", "-o", "name").stdout  # noqa: F841 - the real node exists
+    mine = pod_token("liken-devices", "liken-node")
+    for doc in (slice_doc(other_node), slice_doc(other_node, name="liken-node-liken.sh")):
+        refused = apply([doc], token=mine, check=False)
+        assert refused.returncode != 0
+        assert "liken-node-scoped-writes" in refused.stderr, refused.stderr
+    machine = {"apiVersion": "liken.sh/v1alpha1", "kind": "Machine",
+               "metadata": {"name": other_node}, "spec": {}}
+    apply([machine])
+    refused = kubectl("patch", "machine", other_node, "--subresource=status", "--type=merge",
+                      "-p", json.dumps({"status": {"conditions": []}}), token=mine, check=False)
+    assert refused.returncode != 0 and "liken-node-scoped-writes" in refused.stderr, \
+        refused.stderr
+    # The media agent's token: its own driver's slices only.
+    media = pod_token("media-capabilities", "liken-node")
+    refused = apply([slice_doc("liken-node", name="liken-node-media-x")], token=media,
+                    check=False)
+    assert refused.returncode != 0 and "liken-node-scoped-writes" in refused.stderr
+
+
+def granted(role: str) -> set[tuple[str, str]]:
+    docs = [d for f in ("liken-devices/rbac.yaml", "media/rbac.yaml")
+            for d in yaml.safe_load_all((REPO / "deploy" / f).read_text()) if d]
+    out = set()
+    for doc in docs:
+        if doc["kind"] in ("ClusterRole", "Role") and doc["metadata"]["name"] == role:
+            for rule in doc["rules"]:
+                for resource in rule["resources"]:
+                    out |= {(verb, resource) for verb in rule["verbs"]}
+    return out
+
+
+def used(account: str) -> set[tuple[str, str]]:
+    user = f"system:serviceaccount:liken-system:{account}"
+    out = set()
+    for line in (STATE / "logs" / "audit.log").read_text().splitlines():
+        event = json.loads(line)
+        if event["user"]["username"] != user or event["stage"] != "ResponseComplete":
+            continue
+        ref = event.get("objectRef", {})
+        resource = ref.get("resource", "") + (f"/{ref['subresource']}"
+                                              if ref.get("subresource") else "")
+        if resource and event["responseStatus"]["code"] < 400:
+            out.add((event["verb"], resource))
+    return out
+
+
+@pytest.mark.parametrize("account", ["liken-devices", "media-capabilities"])
+def test_the_audit_log_shows_the_verbs_the_roles_grant(installed: dict[str, str],
+                                                       account: str) -> None:
+    wait_for("the agent's writes", lambda: used(account) & {("create", "resourceslices"),
+                                                            ("patch", "resourceslices")})
+    assert used(account) <= granted(account), used(account) - granted(account)
+
+
+GOOD_MACHINES = [
+    {"modules": ["btusb", "snd_hda_intel"]},
+    {"serio": [{"protocol": "pulse8-cec", "vendor": "2548", "product": "1002"}]},
+    {"serio": [{"protocol": "rainshadow-cec", "vendor": "0x04d8", "product": "ff59",
+                "serial": "A1"}]},
+    {"modules": None},
+]
+BAD_MACHINES = [
+    ({"modules": ["btusb; rm -rf /"]}, "spec.modules[0]"),
+    ({"serio": [{"protocol": "other-cec", "vendor": "2548", "product": "1002"}]},
+     "spec.serio[0].protocol"),
+    ({"serio": [{"protocol": "pulse8-cec", "vendor": "25488", "product": "1002"}]},
+     "spec.serio[0].vendor"),
+    ({"serio": [{"protocol": "pulse8-cec", "vendor": "2548"}]}, "product"),
+]
+
+
+@pytest.mark.parametrize("spec", GOOD_MACHINES)
+def test_the_machine_crd_accepts_good_machines(installed: dict[str, str],
+                                               spec: dict[str, Any]) -> None:
+    doc = {"apiVersion": "liken.sh/v1alpha1", "kind": "Machine",
+           "metadata": {"name": "crd-good"}, "spec": spec}
+    kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(doc))
+
+
+@pytest.mark.parametrize(("spec", "field"), BAD_MACHINES)
+def test_the_machine_crd_refuses_bad_machines_saying_why(installed: dict[str, str],
+                                                         spec: dict[str, Any],
+                                                         field: str) -> None:
+    doc = {"apiVersion": "liken.sh/v1alpha1", "kind": "Machine",
+           "metadata": {"name": "crd-bad"}, "spec": spec}
+    out = kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(doc), check=False)
+    assert out.returncode != 0
+    assert field in out.stderr, out.stderr
+
+
+def devices(n: int, attrs: int = 1, value: str = "x") -> list[dict[str, Any]]:
+    return [{"name": f"d{i}", "attributes": {f"a{j}": {"string": value} for j in range(attrs)}}
+            for i in range(n)]
+
+
+@pytest.mark.parametrize(("devs", "ok"), [
+    (devices(128), True), (devices(129), False),
+    (devices(1, attrs=32), True), (devices(1, attrs=33), False),
+    (devices(1, value="v" * 64), True), (devices(1, value="v" * 65), False),
+    ([{"name": "n" * 63}], True), ([{"name": "n" * 64}], False),
+])
+def test_slice_limits_at_their_boundaries(installed: dict[str, str],
+                                          devs: list[dict[str, Any]], ok: bool) -> None:
+    doc = slice_doc("limits-node", devices=devs)
+    out = kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(doc), check=False)
+    assert (out.returncode == 0) is ok, out.stderr

@@ -1,0 +1,171 @@
+"""The node, for real: both DaemonSets on the real kubelet and containerd, a pod that gets exactly
+its device's nodes (with the host's mode and owner), unprepare when the pod goes, and nothing lost
+when the kubelet restarts or the agent's pod is deleted while a claim is prepared.
+
+The machine is a sysfs tree built here whose device nodes are real character devices of this
+machine (/dev/tty5 is 4:5, /dev/loop1 7:1): a serial card, and a SATA disk that backs the
+machine's root (its facts say so), which no claim may ever get.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.sysfs_builder import SysfsBuilder
+
+from .support import REPO, STATE, apply, cluster, get, inside, kubectl, wait_for
+
+pytestmark = pytest.mark.cluster
+
+TREE = STATE / "node-machine"
+NS = "node-tier"
+SERIAL = "pci-0000-00-1e-0"
+IMAGE = "localhost/liken-bbox:ci"
+SHOW = ("find /dev -type c -o -type b | sort; echo ---; stat -c '%n %t:%T %a %u %g' /dev/tty5; "
+        "echo READY; sleep 3600")
+
+
+def build_machine(root: Path) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    b = SysfsBuilder(root / "sys")
+    serial = b.pci("0000:00:1e.0", driver="exar_serial", cls=0x070002)
+    b.node(serial, "tty", "tty5", 4, 5, subdir="tty")
+    sata = b.pci("0000:00:17.0", driver="ahci", cls=0x010601)
+    b.node(sata, "block", "loop1", 7, 1, block=True, subdir="host0/target0:0:0/0:0:0:0/block")
+    (root / "facts" / "storage" / "root").mkdir(parents=True)
+    (root / "facts" / "storage" / "root" / "device").write_text("loop1\n")
+
+
+@pytest.fixture(scope="module")
+def node(k8s: dict[str, str]) -> Iterator[str]:
+    build_machine(TREE)
+    kubectl("apply", "-k", str(REPO / "tests" / "cluster" / "node-overlay"), timeout=300)
+    kubectl("-n", "liken-system", "rollout", "status", "ds/liken-devices", "--timeout=300s",
+            timeout=320)
+    name = k8s["node"]
+    wait_for("the serial card in the node's slice",
+             lambda: SERIAL in {d["name"] for d in get("resourceslice", f"{name}-liken.sh")
+                                ["spec"]["devices"]}, timeout=120)
+    kubectl("create", "namespace", NS, check=False)
+    apply([{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": "node-tier-liken"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "liken.sh"'}}]}}])
+    yield name
+
+
+def claim_pod(name: str, device: str | None, command: str = SHOW) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+        "spec": {"terminationGracePeriodSeconds": 1, "restartPolicy": "Never",
+                 "containers": [{"name": "c", "image": IMAGE, "imagePullPolicy": "Never",
+                                 "command": ["sh", "-c", command]}]}}
+    if device is not None:
+        pod["spec"]["resourceClaims"] = [{"name": "dev", "resourceClaimName": name}]
+        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "dev"}]}
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": name, "namespace": NS},
+                 "spec": {"devices": {"requests": [{"name": "dev", "exactly": {
+                     "deviceClassName": "node-tier-liken",
+                     "selectors": [{"cel": {"expression":
+                                            f'device.attributes["liken.sh"].address == '
+                                            f'"{device}"'}}]}}]}}}
+        apply([claim])
+    apply([pod])
+    return pod
+
+
+def ready_log(name: str) -> str:
+    def logs() -> str | None:
+        phase = get("-n", NS, "pod", name)["status"].get("phase")
+        if phase in ("Failed", "Succeeded"):
+            raise AssertionError(f"pod {name} {phase}: {get('-n', NS, 'pod', name)['status']}")
+        out = kubectl("-n", NS, "logs", name, check=False).stdout
+        return out if "READY" in out else None
+    return wait_for(f"pod {name} running", logs, timeout=180)
+
+
+def device_nodes(log: str) -> set[str]:
+    return set(log.split("---")[0].split())
+
+
+def cdi_specs() -> set[str]:
+    return set(inside("ls", "/var/run/cdi").stdout.split())
+
+
+def delete_pod(name: str) -> None:
+    kubectl("-n", NS, "delete", "pod", name, "--wait=true", "--timeout=120s", timeout=130)
+
+
+def claim_uid(name: str) -> str:
+    return get("-n", NS, "resourceclaim", name)["metadata"]["uid"]
+
+
+def test_the_disk_that_backs_the_root_is_never_published(node: str) -> None:
+    devices = get("resourceslice", f"{node}-liken.sh")["spec"]["devices"]
+    assert "pci-0000-00-17-0" not in {d["name"] for d in devices}
+
+
+def test_a_pod_gets_exactly_its_device_with_the_hosts_mode_and_owner(node: str) -> None:
+    claim_pod("baseline", None)
+    claim_pod("serial", "0000:00:1e.0")
+    baseline, held = ready_log("baseline"), ready_log("serial")
+    assert device_nodes(held) - device_nodes(baseline) == {"/dev/tty5"}
+    assert device_nodes(baseline) - device_nodes(held) == set()
+    host = os.stat("/dev/tty5")
+    seen = held.split("---")[1].split()
+    assert seen[:5] == ["/dev/tty5", "4:5", f"{stat.S_IMODE(host.st_mode):o}",
+                        str(host.st_uid), str(host.st_gid)], seen
+    allocation = get("-n", NS, "resourceclaim", "serial")["status"]["allocation"]
+    [result] = allocation["devices"]["results"]
+    assert (result["driver"], result["pool"], result["device"]) == ("liken.sh", node, SERIAL)
+
+    uid = claim_uid("serial")
+    assert f"liken.sh-{uid}.json" in cdi_specs()
+    delete_pod("serial")
+    wait_for("unprepare: the claim's CDI spec removed",
+             lambda: f"liken.sh-{uid}.json" not in cdi_specs(), timeout=60)
+    delete_pod("baseline")
+    kubectl("-n", NS, "delete", "resourceclaim", "serial")
+
+
+@pytest.mark.parametrize("restart", ["kubelet", "agent-pod"])
+def test_a_prepared_claim_survives_a_restart(node: str, restart: str) -> None:
+    name = f"survive-{restart}"
+    claim_pod(name, "0000:00:1e.0")
+    ready_log(name)
+    uid = claim_uid(name)
+    if restart == "kubelet":
+        assert cluster("restart", "kubelet").returncode == 0
+        wait_for("the node Ready again", lambda: any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in get("node", node)["status"]["conditions"]), timeout=120)
+    else:
+        kubectl("-n", "liken-system", "delete", "pod", "-l",
+                "app.kubernetes.io/name=liken-devices", "--wait=true", timeout=120)
+        kubectl("-n", "liken-system", "rollout", "status", "ds/liken-devices",
+                "--timeout=180s", timeout=200)
+    # The container still runs with its device, and the claim is still prepared.
+    assert get("-n", NS, "pod", name)["status"]["phase"] == "Running"
+    assert f"liken.sh-{uid}.json" in cdi_specs()
+    # Deleting the pod still unprepares: nothing of the claim was lost in the restart.
+    time.sleep(2)
+    delete_pod(name)
+    wait_for("unprepare after the restart", lambda: f"liken.sh-{uid}.json" not in cdi_specs(),
+             timeout=90)
+    kubectl("-n", NS, "delete", "resourceclaim", name)
+
+
+def test_the_state_file_is_on_the_host() -> None:
+    # The plugin's memory of prepared claims lives on the node, not in the pod.
+    state = inside("ls", "/var/lib/liken-devices").stdout.split()
+    assert state, "the agent keeps its state in /var/lib/liken-devices"
+    json.dumps(state)
