@@ -40,8 +40,8 @@ import tarfile
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -463,10 +463,10 @@ def start(name: str, cmd: list[str], wrap: bool = False) -> subprocess.Popen[byt
     """Start a component in a session of its own, its output in logs/NAME.log; with ``wrap``,
     from the host, through nsenter into the cluster's namespaces."""
     LOGS.mkdir(parents=True, exist_ok=True)
-    log = open(LOGS / f"{name}.log", "ab")
-    proc = subprocess.Popen(enter(cmd) if wrap else cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
-    log.close()
+    with open(LOGS / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(enter(cmd) if wrap else cmd, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
     record_pid(name, proc.pid, cmd)
     return proc
 
@@ -481,7 +481,7 @@ def wait_for(what: str, check, timeout: float, proc: subprocess.Popen[bytes] | N
         try:
             if check():
                 return
-        except Exception:  # noqa: BLE001 - any failure means "not yet"
+        except Exception:
             pass
         time.sleep(0.5)
     raise ClusterError(f"{what} not ready after {timeout:.0f} s; see {LOGS}")
@@ -536,7 +536,8 @@ def inside_up(k8s: str) -> None:
     api = start("kube-apiserver", [
         str(kb / "kube-apiserver"), "--etcd-servers=http://127.0.0.1:2379",
         "--bind-address=0.0.0.0", f"--secure-port={API_PORT}", f"--advertise-address={NODE_IP}",
-        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
         f"--client-ca-file={pki / 'ca.crt'}",
         f"--token-auth-file={CONF / 'tokens.csv'}",
         "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
@@ -557,7 +558,8 @@ def inside_up(k8s: str) -> None:
     wait_for("kube-apiserver", lambda: http_ok(f"https://127.0.0.1:{API_PORT}/readyz", token),
              180, api)
     start("kube-controller-manager", [
-        str(kb / "kube-controller-manager"), f"--kubeconfig={CONF / 'controller-manager.kubeconfig'}",
+        str(kb / "kube-controller-manager"),
+        f"--kubeconfig={CONF / 'controller-manager.kubeconfig'}",
         "--bind-address=127.0.0.1", "--leader-elect=false",
         f"--service-account-private-key-file={pki / 'sa.key'}",
         f"--root-ca-file={pki / 'ca.crt'}", "--use-service-account-credentials=true",

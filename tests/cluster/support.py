@@ -55,7 +55,7 @@ def kubectl(*args: str, input: str | None = None, check: bool = True, token: str
         return inside("kubectl", *args, input=input, check=check, timeout=timeout)
     cfg = info()
     ca = STATE / "config" / "pki" / "ca.crt"
-    return inside("kubectl", "--kubeconfig=/dev/null", f"--server=https://127.0.0.1:6443",
+    return inside("kubectl", "--kubeconfig=/dev/null", "--server=https://127.0.0.1:6443",
                   f"--certificate-authority={ca}", f"--token={token}", *args, input=input,
                   check=check, timeout=timeout, env={"LIKEN_K8S_NODE": cfg["node"]})
 
@@ -82,7 +82,8 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 120,
         except (ClusterCommandError, KeyError, IndexError, ValueError) as err:
             last = err
         time.sleep(every)
-    raise AssertionError(f"{what}: not after {timeout:.0f} s" + (f" (last: {last})" if last else ""))
+    raise AssertionError(f"{what}: not after {timeout:.0f} s"
+                         + (f" (last: {last})" if last else ""))
 
 
 def node() -> str:

@@ -19,7 +19,6 @@ import json
 import random
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,6 @@ pytestmark = pytest.mark.cluster
 
 NS = "sched"
 PER_MACHINE = 4
-CLI = [sys.executable, "-m", "liken_devices.entry", "liken-devices"]
 EXAMPLES = sorted((REPO / "docs" / "examples").glob("*.yaml"))
 
 
@@ -106,7 +104,7 @@ def pinned(docs: list[dict[str, Any]], node: str, tag: str) -> list[dict[str, An
         if d["kind"] in ("ResourceClaimTemplate", "ResourceClaim"):
             spec = d["spec"]["spec"] if d["kind"] == "ResourceClaimTemplate" else d["spec"]
             for req in spec["devices"]["requests"]:
-                for alt in [req.get("exactly")] + req.get("firstAvailable", []):
+                for alt in [req.get("exactly"), *req.get("firstAvailable", [])]:
                     if alt and alt.get("deviceClassName") in renames:
                         alt["deviceClassName"] = renames[alt["deviceClassName"]]
         if d["kind"] == "Pod":
