@@ -418,6 +418,10 @@ state = "{RUN / 'containerd'}"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "localhost/liken-pause:ci"
 [plugins.'io.containerd.cri.v1.runtime']
+  # Root here lacks CAP_SYS_RESOURCE (a VM's privileged container), so no process may lower its
+  # oom_score_adj: the kubelet's -997/-998 for node-critical pods (the project's DaemonSets)
+  # would fail every sandbox. Clamp to containerd's own value instead.
+  restrict_oom_score_adj = true
   enable_cdi = true
   cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]

@@ -1,0 +1,77 @@
+"""What the real cluster costs (scripts/cluster): building its binaries from the Go module proxy
+cold (empty module, build and binary caches: what a fresh machine pays) and warm (the Go caches
+kept, the binaries built again), and bringing the node up to Ready and down again.
+
+Minutes to tens of minutes of work, so it runs under `./tasks bench` only (`-k cluster`); the
+cold build uses caches of its own and leaves the machine's alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .figures import record
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = REPO / "scripts" / "cluster"
+
+
+def timed(cmd: list[str], env: dict[str, str], timeout: float) -> float:
+    start = time.monotonic()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return time.monotonic() - start
+
+
+needs_go = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("go") is None,
+                              reason="builds Kubernetes as root with Go")
+
+
+@pytest.mark.root
+@needs_go
+@pytest.mark.timeout(7200)
+def test_cluster_build(benchmark: Any, tmp_path: Path) -> None:
+    if benchmark.disabled:
+        pytest.skip("a Kubernetes build from nothing: measured by ./tasks bench")
+    env = {**os.environ, "LIKEN_K8S_CACHE": str(tmp_path / "bin"),
+           "GOMODCACHE": str(tmp_path / "mod"), "GOCACHE": str(tmp_path / "gocache")}
+    build = [str(CLUSTER / "build.sh")]
+    cold = benchmark.pedantic(timed, args=(build, env, 7000), rounds=1, iterations=1)
+    shutil.rmtree(tmp_path / "bin")
+    warm = timed(build, env, 3000)
+    subprocess.run(["chmod", "-R", "u+w", str(tmp_path / "mod")], check=False)
+    record(benchmark, "cluster", "binaries: cold build (empty Go caches)", [cold], "s",
+           note="etcd, containerd, runc, and kube-apiserver, kube-controller-manager, "
+                "kube-scheduler, kubelet, kubectl; module downloads included")
+    record(benchmark, "cluster", "binaries: warm build (Go caches kept)", [warm], "s")
+
+
+@pytest.mark.root
+@needs_go
+@pytest.mark.timeout(3600)
+def test_cluster_start(benchmark: Any) -> None:
+    if benchmark.disabled:
+        pytest.skip("starts and stops the real cluster: measured by ./tasks bench")
+    if subprocess.run(["python3", str(CLUSTER / "cluster.py"), "status"],
+                      capture_output=True).returncode == 0:
+        pytest.skip("a cluster is running: ./tasks cluster down first")
+    env = dict(os.environ)
+    cluster = ["python3", str(CLUSTER / "cluster.py")]
+    timed([*cluster, "down"], env, 300)
+    ups, downs = [], []
+    for _ in range(3):
+        ups.append(timed([*cluster, "up"], env, 1800))
+        downs.append(timed([*cluster, "down"], env, 300))
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    record(benchmark, "cluster", "up: to a Ready node (binaries built)", ups, "s",
+           note="certificates, namespaces, etcd, API server, controller manager, scheduler, "
+                "containerd with the images imported, kubelet")
+    record(benchmark, "cluster", "down: everything ended, the host as it was", downs, "s")
