@@ -25,6 +25,7 @@ from typing import Any
 from .. import __version__
 from ..cliargs import InputError, dump, node_from_args, run_command, sources_from_args
 from ..inventory.limits import DRIVER
+from ..terminal import clean
 
 log = logging.getLogger("liken_devices.match")
 
@@ -146,7 +147,7 @@ def cmd_claim_for(args: argparse.Namespace) -> int:
         generated = generate(slice_obj, args.device, any_of_kind=args.any,
                              by_address=args.by_address, namespace=args.namespace)
     except Ambiguous as exc:
-        print(f"liken-devices: refused: {exc}", file=sys.stderr)
+        print(f"liken-devices: refused: {clean(exc)}", file=sys.stderr)
         return 1
     sys.stdout.write(render(generated))
     return 0

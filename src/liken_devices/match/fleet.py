@@ -31,6 +31,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..inventory.limits import DRIVER
+from ..terminal import clean_row
 from .cel import DeviceInput, Env
 from .model import Claim, Device, slice_devices
 
@@ -253,6 +254,8 @@ def to_json(fleet: Fleet) -> dict[str, Any]:
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    # Every cell is a node's or the API server's words: cleaned before it is measured.
+    rows = [clean_row(r) for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
             for r in rows]

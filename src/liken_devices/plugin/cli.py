@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import heap, signals
-from ..errors import InputError, one_line
+from ..errors import InputError
+from ..terminal import clean, clean_row
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def run_plugin(args: argparse.Namespace) -> int:
     try:
         client = make_client(args.kubeconfig, timeout=args.api_timeout)
     except Exception as e:
-        print(f"liken-devices plugin: no API access: {one_line(e)}", file=sys.stderr)
+        print(f"liken-devices plugin: no API access: {clean(e)}", file=sys.stderr)
         return 2
     config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
@@ -181,7 +182,7 @@ def run_claims(args: argparse.Namespace) -> int:
               "next start)", file=sys.stderr)
         return 2
     except (OSError, ValueError) as e:
-        print(f"liken-devices claims: {one_line(e)}", file=sys.stderr)
+        print(f"liken-devices claims: {clean(e)}", file=sys.stderr)
         return 2
     if args.output in ("json", "yaml"):
         # lazy: loaded when this sub-command runs; the other commands start without it
@@ -189,15 +190,15 @@ def run_claims(args: argparse.Namespace) -> int:
 
         sys.stdout.write(dump(view, args.output))
         return 0
-    rows = [("CLAIM", "UID", "DEVICE", "NODES")]
+    rows: list[tuple[str, ...]] = [("CLAIM", "UID", "DEVICE", "NODES")]
     for c in view:
         for d in c["devices"]:
             nodes = (" ".join(f"{x['path']}({x['type']}{x['major']}:{x['minor']})"
                               for x in d["nodes"]) if d["nodes"] else "absent")
             # A claim rebuilt from its CDI spec has no name until the kubelet prepares it again.
             claim = "(rebuilt)" if c["rebuilt"] else f"{c['namespace']}/{c['name']}"
-            rows.append((claim, c["uid"], d["name"], nodes))
-            rows.extend(("", "", "", f"left out: {x['why']}") for x in d["leftOut"])
+            rows.append(clean_row((claim, c["uid"], d["name"], nodes)))
+            rows.extend(clean_row(("", "", "", f"left out: {x['why']}")) for x in d["leftOut"])
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3])

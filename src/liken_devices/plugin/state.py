@@ -43,6 +43,7 @@ from ..errors import InputError
 from ..files import make_dir, read_bounded, sweep_temp, write_atomic
 from ..inventory.model import Claimed
 from ..sysfs.model import DevNode
+from ..terminal import clean
 from . import cdi
 from .cdi import SpecError
 
@@ -298,9 +299,7 @@ def holder_identity() -> str:
 
 def _clean(text: str) -> str:
     """The holder's words as one printable line (the lock file is hostile input too)."""
-    line = "".join(ch if ch.isprintable() else "?" for ch in text.strip().splitlines()[0]
-                   ) if text.strip() else ""
-    return line[:200]
+    return clean(text.strip().splitlines()[0], 200) if text.strip() else ""
 
 
 class StateStore:
