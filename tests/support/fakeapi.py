@@ -304,8 +304,11 @@ class FakeApiServer:
     # ---- direct store access for tests ----------------------------------------------------
 
     def add_node(self, name: str, uid: str | None = None) -> JSON:
+        """A Node whose kubelet is of the server's version, as a node of the cluster reports."""
         meta = {"name": name, "uid": uid or str(uuid.uuid4())}
-        return self.put_object("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta})
+        status = {"nodeInfo": {"kubeletVersion": f"v{self.version}.0"}}
+        return self.put_object("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta,
+                                         "status": status})
 
     def add_machine(self, name: str, spec: JSON | None = None) -> JSON:
         return self.put_object("machines", {"apiVersion": "liken.sh/v1alpha1", "kind": "Machine",

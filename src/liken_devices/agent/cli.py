@@ -99,6 +99,7 @@ def assemble(args: argparse.Namespace) -> Assembled:
     sources = sources_from_args(args)
     sources.check()
     node = node_from_args(args)
+    _surge_only_where_supported(args, node)
     metrics = AgentMetrics()
     # The endpoint listens before anything slow (the agent's modules, the API client, the
     # plugin): in a surge upgrade, from the moment it listens the kubelet's probes of this pod
@@ -112,6 +113,25 @@ def assemble(args: argparse.Namespace) -> Assembled:
         if server is not None:
             server.stop()
         raise
+
+
+def _surge_only_where_supported(args: argparse.Namespace, node: str) -> None:
+    """``--seamless-upgrade`` on a node whose kubelet is older than 1.33 (or unknown): a plain
+    single instance, said once (plugin/cli.py). Offline there is no kubelet to ask."""
+    if not getattr(args, "seamless_upgrade", False):
+        return
+    # lazy: loaded when this sub-command runs; the other commands start without it
+    from ..kube.client import cluster_available, make_client
+    from ..plugin.cli import plain_unless_kubelet_surges, pod_uid_from_args
+
+    pod_uid_from_args(args)  # a bad --pod-uid is the operator's error before anything else
+    if args.no_api or not cluster_available(args.kubeconfig):
+        return
+    client = make_client(args.kubeconfig, timeout=args.api_timeout)
+    try:
+        plain_unless_kubelet_surges(args, node, client)
+    finally:
+        client.close()
 
 
 def _serve(args: argparse.Namespace, metrics: Any, built: list[Any]) -> Any:
