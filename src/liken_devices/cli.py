@@ -239,7 +239,7 @@ def register_views(sub: Any, parent: argparse.ArgumentParser) -> None:
 SUBCOMMANDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("scan", "deliveries", "explain", "report"), ""),
     (("plugin", "claims"), "plugin.cli"),
-    (("run",), "agent.cli"),
+    (("run", "probe"), "agent.cli"),
     (("machine",), "machine.cli"),
     (("claim-for", "match", "fleet"), "match.cli"),
 )

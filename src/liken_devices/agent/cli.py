@@ -46,6 +46,10 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
     out = p.add_argument_group("outputs")
     add_endpoint_args(out, port_also="; with --seamless-upgrade the other instance shares "
                                      "it and the newer one answers")
+    out.add_argument("--probe-socket", type=Path, default=None, metavar="PATH",
+                     help="with --metrics-port, also serve /healthz and /readyz on this unix "
+                          "socket, for exec probes (liken-devices probe): in the pod's private "
+                          "/tmp no other process can answer them, as one could on a shared port")
     out.add_argument("--console", type=Path, default=Path("/dev/console"), metavar="PATH",
                      help=f"where the device count is printed past the {MAX_DEVICES} cap "
                           "(default /dev/console)")
@@ -73,6 +77,32 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
 
     upgrade_args(parts)
     p.set_defaults(func=cmd_run)
+
+    p = subparsers.add_parser(
+        "probe",
+        help="ask the running agent's /healthz or /readyz over its probe socket (exec probes)",
+        description="Connect to the unix socket that 'run --probe-socket PATH' serves and GET "
+                    "/healthz or /readyz: print the agent's one-line answer, exit 0 when it is "
+                    "healthy (ready), 1 when not or when no agent answers. The DaemonSet's "
+                    "probes run this inside the container.")
+    p.add_argument("target", choices=("/healthz", "/readyz"), metavar="PATH",
+                   help="/healthz or /readyz")
+    p.add_argument("--socket", type=Path, required=True, metavar="PATH",
+                   help="the agent's --probe-socket")
+    p.add_argument("--timeout", type=float, default=4.0, metavar="SECONDS",
+                   help="give up after this long (default 4; keep it under the probe's "
+                        "timeoutSeconds)")
+    p.set_defaults(func=cmd_probe)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    # lazy: loaded when this sub-command runs; the other commands start without it
+    from ..probe import ask
+    from ..terminal import clean
+
+    ok, line = ask(args.socket, args.target, args.timeout)
+    print(clean(line, 200))
+    return 0 if ok else 1
 
 
 class Assembled:
@@ -154,8 +184,10 @@ def _serve(args: argparse.Namespace, metrics: Any, built: list[Any]) -> Any:
     # A surge upgrade runs two instances in the node's network namespace: they share it.
     server = metrics.serve(args.metrics_port, addr, health=check("health"),
                            ready=check("readiness"),
-                           reuse_port=bool(getattr(args, "seamless_upgrade", False)))
-    log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)", addr, server.port)
+                           reuse_port=bool(getattr(args, "seamless_upgrade", False)),
+                           probe_socket=args.probe_socket)
+    log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)%s", addr, server.port,
+             f", probes on {args.probe_socket} too" if args.probe_socket else "")
     return server
 
 
