@@ -5,11 +5,14 @@ the hostile-input harness's memory and time bounds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from liken_devices.inventory.limits import DRIVER
 from liken_devices.kube.client import ApiError, Resources
@@ -17,7 +20,7 @@ from liken_devices.kube.listing import Budget, list_pages
 from liken_devices.match.cli import kubectl_main
 from liken_devices.slices import make_slice
 from tests.support.fakeapi import FakeApiServer
-from tests.support.hostile import assert_fails_closed, run_cli
+from tests.support.hostile import assert_fails_closed, examples, run_cli
 
 
 def _nodes(api: FakeApiServer, count: int) -> None:
@@ -132,3 +135,36 @@ def test_a_hostile_api_server_ends_the_command_with_one_line(api: FakeApiServer,
     assert_fails_closed(out, allowed=(2,))
     assert MODES[mode] in out.stderr, out.stderr
     assert out.stdout == ""
+
+
+# ---- any answer at all -----------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["items", "metadata", "continue", "kind", "x"]), inner, max_size=4),
+    max_leaves=20)
+pages = st.one_of(
+    st.binary(max_size=200),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    st.builds(lambda items, token: json.dumps({"items": items,
+                                               "metadata": {"continue": token}}).encode(),
+              json_values, json_values),
+    st.sampled_from([b"[" * 100_000, b'{"items": [' * 50_000, b"\xff\xfe{}", b"1e99999",
+                     b'{"items": [], "metadata": {"continue": 7}}']))
+
+
+@pytest.mark.fuzz
+@settings(max_examples=examples(40), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=pages)
+def test_any_answer_is_objects_or_one_api_error(api: FakeApiServer, client: Any,
+                                                body: bytes) -> None:
+    api.hostile_list = "raw"
+    api.hostile_body = body
+    try:
+        got = list(list_pages(client, Resources.node(), Budget(pages=3), page=2))
+    except ApiError as exc:
+        assert exc.code is None and exc.message
+        return
+    assert all(isinstance(o, dict) for o in got)

@@ -192,8 +192,10 @@ class FakeApiServer:
         # A hostile server's list answers (GET without a name, not a watch, on a path holding
         # ``hostile_path``): "endless-pages" (every page a fresh continue token), "repeat-continue"
         # (every page the same token), "endless-body" (a body that never ends), "trickle" (a
-        # valid page, one byte every ``trickle_gap`` seconds). None: a healthy server.
+        # valid page, one byte every ``trickle_gap`` seconds), "raw" (``hostile_body`` as the
+        # answer, status 200). None: a healthy server.
         self.hostile_list: str | None = None
+        self.hostile_body = b""
         self.hostile_path = ""
         self.trickle_gap = 0.05
         self.hostile_bytes_sent = 0  # body bytes the hostile answers got out
@@ -1094,6 +1096,14 @@ class _Handler(BaseHTTPRequestHandler):
         if mode is None or not isinstance(payload, dict) or "items" not in payload \
                 or self.api.hostile_path not in self.path:
             return False
+        if mode == "raw":
+            body = self.api.hostile_body
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return True
         if mode in ("endless-pages", "repeat-continue"):
             token = "again" if mode == "repeat-continue" else uuid.uuid4().hex
             payload["metadata"] = {**payload["metadata"], "continue": token}
