@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 SURGE_MINIMUM = (1, 33)  # the first kubelet that keeps two instances of a plugin registered
 
-_VERSION = re.compile(r"v?(\d{1,4})\.(\d{1,4})(?:[.+\-].{0,120})?")
+_VERSION = re.compile(r"v?([0-9]{1,4})\.([0-9]{1,4})(?:[.+-].{0,120})?")
 
 
 def parse_version(text: object) -> tuple[int, int] | None:
