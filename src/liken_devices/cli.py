@@ -22,6 +22,7 @@ from .cliargs import Parser, dump, inputs_parent, node_from_args, run_command, s
 from .inventory import Inventory, Sources
 from .inventory.limits import DRIVER, MAX_DEVICES
 from .slices import devices_json, ensure_valid, make_slice
+from .terminal import clean, clean_row
 
 log = logging.getLogger("liken_devices")
 
@@ -62,15 +63,16 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 def table(inv: Inventory) -> str:
     """A kubectl-like view of the slice for people."""
-    rows = [("NAME", "SUBSYSTEM", "DRIVER", "CLASS", "SHARED", "NODES", "HARDWARE")]
+    rows: list[tuple[str, ...]] = [("NAME", "SUBSYSTEM", "DRIVER", "CLASS", "SHARED", "NODES",
+                                    "HARDWARE")]
     for d in inv.devices:
         a = d.attributes
         hardware = str(a.get("name") or a.get("modalias") or "")
         nodes = ",".join(n.path for n in d.nodes[:3]) + (
             f",+{len(d.nodes) - 3}" if len(d.nodes) > 3 else "")
-        rows.append((d.name, str(a.get("subsystem", "-")), str(a.get("driver", "-")),
-                     str(a.get("class", "-")), "yes" if d.shareable else "no", nodes,
-                     hardware))
+        rows.append(clean_row((d.name, str(a.get("subsystem", "-")), str(a.get("driver", "-")),
+                               str(a.get("class", "-")), "yes" if d.shareable else "no",
+                               nodes, hardware)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["   ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)) + "   " + r[-1]
              for r in rows]
@@ -91,7 +93,8 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
     if args.output == "table":
         for name, nodes in obj.items():
             for n in nodes:
-                sys.stdout.write(f"{name}\t{n['path']}\t{n['type']} {n['major']}:{n['minor']}\n")
+                sys.stdout.write(f"{clean(name)}\t{clean(n['path'])}\t{n['type']} "
+                                 f"{n['major']}:{n['minor']}\n")
     else:
         sys.stdout.write(dump(obj, args.output))
     return 0
@@ -147,7 +150,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         out.append("")
         out.append(f"{inv.total} devices found; {len(inv.overflow)} dropped past the cap of "
                    f"{MAX_DEVICES}: " + ", ".join(inv.overflow))
-    sys.stdout.write("\n".join(out) + "\n")
+    sys.stdout.write("\n".join(clean(line) for line in out) + "\n")
     return 0
 
 
@@ -181,7 +184,8 @@ def report_text(node: str, inv: Inventory, declared: Sequence[str],
         lines.append("  serio:")
         for entry in serio:
             lines.append("  - " + json.dumps(entry))
-    return "\n".join(lines) + "\n"
+    # A comment line holds the hardware's own words: cleaned, no newline can end the comment.
+    return "\n".join(clean(line) for line in lines) + "\n"
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -235,7 +239,7 @@ def register_views(sub: Any, parent: argparse.ArgumentParser) -> None:
 SUBCOMMANDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("scan", "deliveries", "explain", "report"), ""),
     (("plugin", "claims"), "plugin.cli"),
-    (("run",), "agent.cli"),
+    (("run", "probe"), "agent.cli"),
     (("machine",), "machine.cli"),
     (("claim-for", "match", "fleet"), "match.cli"),
 )

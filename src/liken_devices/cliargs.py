@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import logs
-from .errors import one_line
 from .inventory.context import InputError
 from .inventory.limits import DRIVER
 from .inventory.sources import Sources, default_hwdata_dir, default_modules_dir
+from .terminal import clean
 
 __all__ = [
     "InputError",
@@ -150,7 +150,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """A usage error is bad input: one line on stderr, exit status 2."""
-        self.exit(2, f"{self.prog}: {one_line(message)} (see '{self.prog} --help')\n")
+        self.exit(2, f"{self.prog}: {clean(message)} (see '{self.prog} --help')\n")
 
 
 def inputs_parent() -> argparse.ArgumentParser:
@@ -200,7 +200,7 @@ def run_command(prog: str, func: Callable[[argparse.Namespace], int],
     try:
         return int(func(args))
     except InputError as exc:
-        print(f"{prog}: {one_line(exc)}", file=sys.stderr)
+        print(f"{prog}: {clean(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

@@ -12,14 +12,3 @@ from __future__ import annotations
 class InputError(ValueError):
     """Bad input from the operator: a missing root, a malformed file. Exit status 2."""
 
-
-def one_line(text: object) -> str:
-    """``text`` made safe for one line of a terminal or a log: every character that is not
-    printable (a newline, a carriage return, U+2028, an escape sequence's ESC, a bidi control)
-    is written as its Python escape (``\\r``, ``\\u2028``), so the operator sees it and it moves
-    nothing."""
-    s = str(text)
-    if s.isprintable():
-        return s
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
-                   for ch in s)

@@ -4,6 +4,8 @@ A line carries the time (UTC, ISO 8601 with milliseconds), the level, the logger
 ``2026-12-01T18:34:27.816Z WARNING liken_devices.agent: ...``. ``--log-format json`` writes one
 JSON object per line instead (``time``, ``level``, ``logger``, ``msg``, and ``exc`` with the
 traceback when there is one), for a cluster's log pipeline to index without parsing text.
+In both, the message is cleaned (:mod:`liken_devices.terminal`): what a node, a driver or an API
+server said cannot move the cursor, forge a line or reorder the text of whoever reads the log.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import sys
 import time
 from typing import TextIO
 
+from .terminal import clean
+
 FORMATS = ("text", "json")
 
 
@@ -25,7 +29,8 @@ def _timestamp(record: logging.LogRecord) -> str:
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
+        line = f"{_timestamp(record)} {record.levelname} {record.name}: " \
+            f"{clean(record.getMessage())}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
@@ -34,7 +39,7 @@ class TextFormatter(logging.Formatter):
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out = {"time": _timestamp(record), "level": record.levelname, "logger": record.name,
-               "msg": record.getMessage()}
+               "msg": clean(record.getMessage())}
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, ensure_ascii=False)

@@ -134,12 +134,12 @@ def test_cluster_role_grants_exactly_what_the_agent_uses(tmp_path: Path) -> None
     assert granted() <= used, f"granted but never used: {sorted(granted() - used)}"
 
 
-def test_a_surge_pod_fits_beside_the_old_one_and_probes_the_endpoint() -> None:
+def test_a_surge_pod_fits_beside_the_old_one() -> None:
     """With host network every declared containerPort is also a host port (the API defaults
     hostPort to it), and the scheduler places no pod that needs a host port another pod on the
     node holds: the surge pod, a copy of the same template, would never start beside the old
-    one. So the pod declares none, and each probe names the endpoint's port by number (a probe
-    may name a port no container declares; a name would need a declared port)."""
+    one. So the pod declares none; the probes are exec probes over the agent's own unix socket
+    (tests/agent/test_probe_socket.py)."""
     ds = next(d for d in documents() if d["kind"] == "DaemonSet")
     assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxSurge"] == 1
     pod = ds["spec"]["template"]["spec"]
@@ -153,18 +153,8 @@ def test_a_surge_pod_fits_beside_the_old_one_and_probes_the_endpoint() -> None:
                                       .replace("$(KUBELET_DIR)", "/var/lib/kubelet")
                                       for a in container["args"]])
     assert args.seamless_upgrade  # the endpoint shares its port only in this mode
-    probes = {kind: container[kind]["httpGet"]
-              for kind in ("startupProbe", "livenessProbe", "readinessProbe")}
-    assert {kind: (get["path"], get["port"], get.get("host"))
-            for kind, get in probes.items()} == {
-        "startupProbe": ("/healthz", args.metrics_port, None),
-        "livenessProbe": ("/healthz", args.metrics_port, None),
-        "readinessProbe": ("/readyz", args.metrics_port, None)}
-    # Until the new agent listens, the old one answers: the first probe (the startup probe; the
-    # others wait for it) comes after the agent has bound (it does so first thing).
-    assert container["startupProbe"]["initialDelaySeconds"] >= 10
-    # The probes go to the pod's IP, which with host network is the node's: where the endpoint
-    # listens ($POD_IP from status.podIP, no --metrics-addr).
+    # The metrics endpoint listens on the pod's IP, which with host network is the node's
+    # ($POD_IP from status.podIP, no --metrics-addr).
     assert args.metrics_addr is None
     env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
            for e in container["env"]}

@@ -37,10 +37,11 @@ def started_at(port: int) -> float:
 
 class Agent:
     def __init__(self, node: FixtureNode, port: int, log: Path, seamless: bool = True,
-                 uid: str = "", env: dict[str, str] | None = None) -> None:
+                 uid: str = "", env: dict[str, str] | None = None,
+                 extra: tuple[str, ...] = ()) -> None:
         args = [sys.executable, "-m", "liken_devices.cli", "run", "--node", "n1", *node.args(),
                 "--no-api", "--no-plugin", "--no-machine-side", "--metrics-port", str(port),
-                "--metrics-addr", "127.0.0.1", "-v"]
+                "--metrics-addr", "127.0.0.1", "-v", *extra]
         if seamless:
             args.append("--seamless-upgrade")
         environ = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO / "src"), "POD_UID": uid}

@@ -1,7 +1,8 @@
 """A surge upgrade's endpoint hand-over: how long after its exec the new agent takes over the
-node's metrics and probe port from the old one (docs/plugin.md, "Upgrades"). Until then the
-kubelet's probes of the new pod would reach the old agent, so the DaemonSet's startup probe waits
-``initialDelaySeconds`` (10 s) before its first try; this is the figure that delay must exceed.
+node's metrics port from the old one (docs/plugin.md, "Upgrades"); until then scrapes read the old
+agent. The probes do not go through the port: they are exec probes over each pod's own unix
+socket, and what one costs is measured here too (the DaemonSet's command, the console script's
+short way).
 
 An old ``liken-devices run --seamless-upgrade`` listens; a new one is started again and again
 with the DaemonSet's environment (PYTHONOPTIMIZE...), and the port is polled until the process
@@ -88,31 +89,29 @@ def test_the_new_agent_takes_the_port_over(benchmark: Any, tmp_path: Path) -> No
     assert listening and healthy and all(a <= b for a, b in zip(listening, healthy, strict=True))
     if benchmark.disabled:
         return
-    record(benchmark, "surge", "exec → the new agent answers the shared port", listening, "s",
-           budget="< 10 s (the startup probe's initial delay)")
+    record(benchmark, "surge", "exec → the new agent answers the shared port", listening, "s")
     record(benchmark, "surge", "exec → its /healthz is 200 (first walk done)", healthy, "s")
 
 
-# The alternative not chosen: exec probes, each a process started in the container. The floor of
-# one is an isolated interpreter that makes one GET (the runtime's own exec cost comes on top and
-# is not measured here); at the DaemonSet's periods (liveness every 20 s, readiness every 10 s)
-# that is 0.15 processes a second on every node.
+# The DaemonSet's probes: exec probes, each a process started in the container, the console
+# script's `liken-devices probe --socket=... /healthz` (the runtime's own exec cost comes on top
+# and is not measured here); at the DaemonSet's periods (liveness every 20 s, readiness every
+# 10 s) that is 0.15 processes a second on every node.
 PROBES_PER_SECOND = 1 / 20 + 1 / 10
-PROBE = ("import socket\n"
-         "s = socket.create_connection(('127.0.0.1', {port}), 5)\n"
-         "s.sendall(b'GET /healthz HTTP/1.0\\r\\n\\r\\n')\n"
-         "raise SystemExit(0 if s.recv(64).split()[1] == b'200' else 1)\n")
 
 
 @pytest.mark.benchmark(group="surge")
-def test_an_exec_probe_would_cost(benchmark: Any, tmp_path: Path) -> None:
+def test_an_exec_probe_costs(benchmark: Any, tmp_path: Path) -> None:
     node = FixtureNode(tmp_path / "node")
     port = free_port()
-    agent = Agent(node, port, tmp_path / "agent.log", uid="3f6a1c2e-0000-4000-8000-00000000a01d")
+    sock = tmp_path / "probe.sock"
+    agent = Agent(node, port, tmp_path / "agent.log", uid="3f6a1c2e-0000-4000-8000-00000000a01d",
+                  extra=("--probe-socket", str(sock)))
     runs: list[Run] = []
     try:
         agent.healthy_start(port)
-        argv = [sys.executable, "-I", "-S", "-c", PROBE.format(port=port)]
+        script = Path(sys.executable).parent / "liken-devices"
+        argv = [str(script), "probe", f"--socket={sock}", "/healthz"]
 
         def measure() -> None:
             runs.extend(run_process(argv) for _ in range(3 if benchmark.disabled else RUNS * 2))
@@ -123,7 +122,7 @@ def test_an_exec_probe_would_cost(benchmark: Any, tmp_path: Path) -> None:
     assert runs and all(r.code == 0 for r in runs)
     if benchmark.disabled:
         return
-    record(benchmark, "surge", "an exec probe's process (python -I -S, one GET), CPU",
+    record(benchmark, "surge", "an exec probe's process (liken-devices probe), CPU",
            [r.cpu * 1e3 for r in runs], "ms")
     record(benchmark, "surge", "exec probes at the DaemonSet's periods, CPU per node",
            [r.cpu * 1e3 * PROBES_PER_SECOND for r in runs], "ms/s",

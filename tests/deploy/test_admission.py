@@ -1,7 +1,7 @@
 """The ValidatingAdmissionPolicy in deploy/liken-devices/admission.yaml keeps each agent's writes
 on its own node. Its CEL is evaluated with cel-python against allowed and forbidden requests,
-shaped as the API server builds them for a pod's service-account token (whose extra field
-``authentication.kubernetes.io/node-name`` names the pod's node)."""
+shaped as the API server builds them for a pod's service-account token (whose extra fields
+``authentication.kubernetes.io/node-name`` and ``.../pod-name`` name the pod's node and the pod)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from .support import DEPLOY, MINORS, admit, by_kind
 DEVICES_SA = "system:serviceaccount:liken-system:liken-devices"
 MEDIA_SA = "system:serviceaccount:liken-system:media-capabilities"
 NODE_KEY = "authentication.kubernetes.io/node-name"
+POD_KEY = "authentication.kubernetes.io/pod-name"
 
 
 def policy_docs() -> list[dict[str, Any]]:
@@ -29,22 +30,41 @@ POLICY = by_kind(policy_docs(), "ValidatingAdmissionPolicy")[0]
 
 
 def request(user: str, node: str | None, op: str, resource: str, sub: str = "",
-            group: str = "resource.k8s.io", extra: dict[str, list[str]] | None = None
-            ) -> dict[str, Any]:
+            group: str = "resource.k8s.io", extra: dict[str, list[str]] | None = None,
+            name: str = "", namespace: str = "", pod: str | None = None) -> dict[str, Any]:
+    """An admission request as the API server hands it to the policy: ``node`` and ``pod`` are
+    what the token's extra fields name (the pod defaults to one on ``node``)."""
+    if extra is None:
+        extra = {NODE_KEY: [node], POD_KEY: [pod or f"{user.rsplit(':', 1)[1]}-{node}"]} \
+            if node else {}
     info: dict[str, Any] = {"username": user, "groups": ["system:serviceaccounts"],
-                            "extra": extra if extra is not None else
-                            ({NODE_KEY: [node]} if node else {})}
-    return {"operation": op, "userInfo": info, "subResource": sub,
+                            "extra": extra}
+    return {"operation": op, "userInfo": info, "subResource": sub, "name": name,
+            "namespace": namespace,
             "resource": {"group": group, "version": "v1", "resource": resource}}
 
 
-def slice_(node: str | None, driver: str = "liken.sh", **spec: Any) -> dict[str, Any]:
-    s: dict[str, Any] = {"driver": driver, "pool": {"name": node or "all", "generation": 1,
+def slice_(node: str | None, driver: str = "liken.sh", name: str | None = None,
+           pool: str | None = None, **spec: Any) -> dict[str, Any]:
+    """A slice pinned to ``node``, named ``<node>-<driver>`` in pool ``<node>`` unless
+    ``name`` or ``pool`` say otherwise."""
+    s: dict[str, Any] = {"driver": driver, "pool": {"name": pool or node or "all",
+                                                    "generation": 1,
                                                     "resourceSliceCount": 1}, **spec}
     if node is not None:
         s["nodeName"] = node
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"{node}-{driver}"}, "spec": s}
+            "metadata": {"name": name or f"{node}-{driver}"}, "spec": s}
+
+
+def evict(user: str, node: str, pod: str, target: str,
+          namespace: str = "liken-system") -> tuple[dict[str, Any], dict[str, Any]]:
+    """The request and the Eviction object of ``POST .../pods/<target>/eviction`` made with the
+    token of pod ``pod`` on ``node``."""
+    req = request(user, node, "CREATE", "pods", "eviction", group="", name=target,
+                  namespace=namespace, pod=pod)
+    return req, {"apiVersion": "policy/v1", "kind": "Eviction",
+                 "metadata": {"name": target, "namespace": namespace}}
 
 
 def machine(name: str) -> dict[str, Any]:
@@ -81,6 +101,13 @@ ALLOWED = [
     ("the kubelet deleting", request("system:node:n2", None, "DELETE", "resourceslices"),
      None, slice_("n2")),
     ("another resource", request(DEVICES_SA, "n1", "CREATE", "pods", group=""), {}, None),
+    ("media's own slice deleted", request(MEDIA_SA, "n1", "DELETE", "resourceslices"),
+     None, slice_("n1", "media.liken.sh")),
+    ("the media agent evicting its own pod",
+     *evict(MEDIA_SA, "n1", "media-capabilities-x7k2p", "media-capabilities-x7k2p"), None),
+    ("a person evicting", request("kubernetes-admin", None, "CREATE", "pods", "eviction",
+                                  group="", name="liken-devices-abcde",
+                                  namespace="liken-system"), {}, None),
 ]
 
 FORBIDDEN = [
@@ -112,6 +139,46 @@ FORBIDDEN = [
     ("a Machine created for another", request(DEVICES_SA, "n1", "CREATE", "machines",
                                               group="liken.sh"), machine("n2"), None,
      "only the Machine"),
+    # Squatting: n2's slice name pinned to n1, so that every later write of n2's agent would be
+    # an update of an object on n1.
+    ("squatting n2-liken.sh pinned to n1",
+     request(DEVICES_SA, "n1", "CREATE", "resourceslices"),
+     slice_("n1", name="n2-liken.sh"), None, "only the ResourceSlice n1-liken.sh of pool n1"),
+    ("squatting n2-liken.sh by the media token",
+     request(MEDIA_SA, "n1", "CREATE", "resourceslices"),
+     slice_("n1", "media.liken.sh", name="n2-media.liken.sh"), None,
+     "only the ResourceSlice n1-media.liken.sh"),
+    ("keeping a squatted name", request(DEVICES_SA, "n1", "UPDATE", "resourceslices"),
+     slice_("n1", name="n2-liken.sh"), slice_("n1", name="n2-liken.sh"), "only the"),
+    ("a second slice of its own", request(DEVICES_SA, "n1", "CREATE", "resourceslices"),
+     slice_("n1", name="n1-liken.sh-2"), None, "only the ResourceSlice n1-liken.sh"),
+    ("pool n2 published by n1", request(DEVICES_SA, "n1", "CREATE", "resourceslices"),
+     slice_("n1", pool="n2"), None, "of pool n1"),
+    ("its own slice moved into pool n2", request(DEVICES_SA, "n1", "UPDATE", "resourceslices"),
+     slice_("n1", pool="n2"), slice_("n1"), "of pool n1"),
+    ("media pool n2 published by n1", request(MEDIA_SA, "n1", "UPDATE", "resourceslices"),
+     slice_("n1", "media.liken.sh", pool="n2"), slice_("n1", "media.liken.sh"), "of pool n1"),
+    ("deleting a squatter that names n2", request(DEVICES_SA, "n1", "DELETE", "resourceslices"),
+     None, slice_("n1", name="n2-liken.sh"), "only the"),
+    # Evictions: the media token names its own pod and may evict that one only.
+    ("the media token evicting another node's driver pod",
+     *evict(MEDIA_SA, "n1", "media-capabilities-x7k2p", "liken-devices-q9z4d"),
+     None, "may evict only its own pod (liken-system/media-capabilities-x7k2p)"),
+    ("the media token evicting another media pod",
+     *evict(MEDIA_SA, "n1", "media-capabilities-x7k2p", "media-capabilities-b8n3m"),
+     None, "may evict only its own pod"),
+    ("its own pod's name in another namespace",
+     *evict(MEDIA_SA, "n1", "media-capabilities-x7k2p", "media-capabilities-x7k2p",
+            namespace="default"), None, "may evict only its own pod"),
+    ("an eviction by a token naming no pod",
+     request(MEDIA_SA, None, "CREATE", "pods", "eviction", group="",
+             name="liken-devices-q9z4d", namespace="liken-system",
+             extra={NODE_KEY: ["n1"]}), {}, None, "may evict only its own pod"),
+    ("an eviction by a token naming two pods",
+     request(MEDIA_SA, None, "CREATE", "pods", "eviction", group="",
+             name="a", namespace="liken-system",
+             extra={NODE_KEY: ["n1"], POD_KEY: ["a", "b"]}), {}, None,
+     "may evict only its own pod"),
 ]
 
 
@@ -131,19 +198,52 @@ def test_forbidden(req: dict[str, Any], obj: Any, old: Any, why: str) -> None:
 
 
 names = st.sampled_from(["n1", "n2", "node-a", "gpu-7"])
+drivers = st.sampled_from(["liken.sh", "media.liken.sh"])
+
+
+# One side of a write: the node a slice is pinned to, the node its name starts with, the driver
+# its name ends with, and its pool.
+sides = st.tuples(names, names, drivers, names)
+
+
+def _side(driver: str, side: tuple[str, str, str, str]) -> dict[str, Any]:
+    pinned, name_node, name_driver, pool = side
+    return slice_(pinned, driver, name=f"{name_node}-{name_driver}", pool=pool)
+
+
+def _own(side: tuple[str, str, str, str] | None, node: str, driver: str) -> bool:
+    return side is None or side == (node, node, driver, node)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sa=st.sampled_from([DEVICES_SA, MEDIA_SA]), token_node=names,
+       op=st.sampled_from(["CREATE", "UPDATE", "DELETE"]), new=sides, old=sides,
+       driver=drivers)
+def test_a_slice_write_is_admitted_exactly_on_its_node(sa: str, token_node: str, op: str,
+                                                       new: tuple[str, str, str, str],
+                                                       old: tuple[str, str, str, str],
+                                                       driver: str) -> None:
+    new_side = None if op == "DELETE" else new
+    old_side = None if op == "CREATE" else old
+    verdict = admit(POLICY, request(sa, token_node, op, "resourceslices"),
+                    None if new_side is None else _side(driver, new_side),
+                    None if old_side is None else _side(driver, old_side))
+    own_driver = "liken.sh" if sa == DEVICES_SA else "media.liken.sh"
+    expected = (driver == own_driver and _own(new_side, token_node, own_driver)
+                and _own(old_side, token_node, own_driver))
+    assert verdict.allowed == expected, verdict.message
+
+
+pods = st.sampled_from(["media-capabilities-x7k2p", "media-capabilities-b8n3m",
+                        "liken-devices-q9z4d"])
 
 
 @settings(max_examples=60, deadline=None)
-@given(sa=st.sampled_from([DEVICES_SA, MEDIA_SA]), token_node=names, new_node=names,
-       old_node=st.none() | names, driver=st.sampled_from(["liken.sh", "media.liken.sh"]))
-def test_a_slice_write_is_admitted_exactly_on_its_node(sa: str, token_node: str, new_node: str,
-                                                       old_node: str | None,
-                                                       driver: str) -> None:
-    op = "CREATE" if old_node is None else "UPDATE"
-    old = None if old_node is None else slice_(old_node, driver)
-    verdict = admit(POLICY, request(sa, token_node, op, "resourceslices"),
-                    slice_(new_node, driver), old)
-    own_driver = "liken.sh" if sa == DEVICES_SA else "media.liken.sh"
-    expected = (driver == own_driver and new_node == token_node
-                and old_node in (None, token_node))
-    assert verdict.allowed == expected, verdict.message
+@given(sa=st.sampled_from([DEVICES_SA, MEDIA_SA]), node=names, own=pods, target=pods,
+       namespace=st.sampled_from(["liken-system", "default"]))
+def test_an_eviction_is_admitted_exactly_for_the_tokens_own_pod(sa: str, node: str, own: str,
+                                                                target: str,
+                                                                namespace: str) -> None:
+    req, obj = evict(sa, node, own, target, namespace)
+    verdict = admit(POLICY, req, obj, None)
+    assert verdict.allowed == (own == target and namespace == "liken-system"), verdict.message

@@ -29,10 +29,10 @@ from liken_devices.media.probe import (
     MAX_VENDOR,
     ProbeResult,
     _parse,
-    clean_text,
     parse_answer,
     probe_node,
 )
+from liken_devices.terminal import clean
 from tests.support.hostile import examples
 
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
@@ -46,7 +46,7 @@ LAWFUL = ("\x1b", "\u202e", "\u2028", "\n", "\r", "\x00")
 
 
 def expected_text(raw: bytes, limit: int) -> str:
-    return clean_text(raw.decode("utf-8", errors="replace"), limit)
+    return clean(raw.decode("utf-8", errors="replace"), limit)
 
 
 def is_clean(s: str) -> bool:
@@ -74,7 +74,7 @@ def test_a_failure_reads_back() -> None:
                               messages=[b"error: a\\nb"])
     answer = parse_answer(out)
     assert answer.raw is None
-    assert answer.error == "vaInitialize failed: x (0x2)\\x0a; libva: a\\b"
+    assert answer.error == "vaInitialize failed: x (0x2)\\n; libva: a\\b"
     assert answer.messages == ("error: a\\nb",)
 
 

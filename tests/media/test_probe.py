@@ -13,7 +13,7 @@ import pytest
 
 from liken_devices.media import va
 from liken_devices.media.capabilities import NAMES, capability_flags, log_line
-from liken_devices.media.probe import MAX_MESSAGES, MAX_TEXT, clean_text, probe_node, probe_nodes
+from liken_devices.media.probe import MAX_MESSAGES, MAX_TEXT, probe_node, probe_nodes
 
 from .conftest import CAPS, FakeGPUs
 
@@ -319,7 +319,7 @@ def test_a_huge_vendor_string_is_cut_and_cleaned(gpus: FakeGPUs) -> None:
     result = probe_node(node, 30.0, gpus.env)
     assert result.raw is not None, result.error
     assert len(result.raw.vendor) <= 256 + 3 and _clean(result.raw.vendor)
-    assert result.raw.vendor.startswith("\\x1b[31m\\u202e\\u2028\\x0a")
+    assert result.raw.vendor.startswith("\\x1b[31m\\u202e\\u2028\\n")
     line = log_line("pci-0000-00-02-0", node, result.raw, None)
     assert len(line) < 2000 and _clean(line)
     assert capability_flags(result.raw)["decodeAV1Main10"]  # the answer itself is intact
@@ -363,13 +363,6 @@ def test_a_setsid_helper_of_a_hanging_driver_is_ended_too(gpus: FakeGPUs,
     assert result.error == "timed out after 1 s"
     helper = int(pidfile.read_text())
     assert not Path(f"/proc/{helper}").exists()
-
-
-def test_clean_text_escapes_what_could_forge_a_log_line() -> None:
-    assert clean_text("ok\x1b[31m red\u202eevil\u2028fake line\x85") == (
-        "ok\\x1b[31m red\\u202eevil\\u2028fake line\\x85")
-    assert clean_text("x" * 600, 10) == "x" * 10 + "..."
-    assert clean_text("Intel iHD driver - 25.2.3 ()") == "Intel iHD driver - 25.2.3 ()"
 
 
 def test_parallel_queries_keep_each_other_and_end_only_the_helpers(gpus: FakeGPUs,

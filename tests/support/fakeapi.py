@@ -189,6 +189,16 @@ class FakeApiServer:
         # Seconds after which every watch is ended by the server (0: at once, after the events
         # it replays); None: at the client's timeoutSeconds, as a healthy server does.
         self.watch_lifetime: float | None = None
+        # A hostile server's list answers (GET without a name, not a watch, on a path holding
+        # ``hostile_path``): "endless-pages" (every page a fresh continue token), "repeat-continue"
+        # (every page the same token), "endless-body" (a body that never ends), "trickle" (a
+        # valid page, one byte every ``trickle_gap`` seconds), "raw" (``hostile_body`` as the
+        # answer, status 200). None: a healthy server.
+        self.hostile_list: str | None = None
+        self.hostile_body = b""
+        self.hostile_path = ""
+        self.trickle_gap = 0.05
+        self.hostile_bytes_sent = 0  # body bytes the hostile answers got out
         self.evictions_blocked = 0  # the next N evictions answer 429 (a disruption budget)
         self.evictions: list[tuple[str, str]] = []  # (namespace, name) of accepted evictions
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content type)
@@ -296,8 +306,11 @@ class FakeApiServer:
     # ---- direct store access for tests ----------------------------------------------------
 
     def add_node(self, name: str, uid: str | None = None) -> JSON:
+        """A Node whose kubelet is of the server's version, as a node of the cluster reports."""
         meta = {"name": name, "uid": uid or str(uuid.uuid4())}
-        return self.put_object("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta})
+        status = {"nodeInfo": {"kubeletVersion": f"v{self.version}.0"}}
+        return self.put_object("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta,
+                                         "status": status})
 
     def add_machine(self, name: str, spec: JSON | None = None) -> JSON:
         return self.put_object("machines", {"apiVersion": "liken.sh/v1alpha1", "kind": "Machine",
@@ -635,6 +648,8 @@ class FakeApiServer:
         selector = _field_selector(query.get("fieldSelector", ""))
         limit = _limit(query.get("limit"))
         token = query.get("continue")
+        if self.hostile_list in ("endless-pages", "repeat-continue"):
+            token = None  # its own tokens are not real: every page is the first again
         with self._lock:
             if token:
                 if query.get("resourceVersion") not in (None, ""):
@@ -1075,6 +1090,51 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _hostile(self, payload: JSON) -> bool:
+        """Answer a list the hostile way the server is set to; False when it is healthy."""
+        mode = self.api.hostile_list
+        if mode is None or not isinstance(payload, dict) or "items" not in payload \
+                or self.api.hostile_path not in self.path:
+            return False
+        if mode == "raw":
+            body = self.api.hostile_body
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return True
+        if mode in ("endless-pages", "repeat-continue"):
+            token = "again" if mode == "repeat-continue" else uuid.uuid4().hex
+            payload["metadata"] = {**payload["metadata"], "continue": token}
+            self._answer(200, payload)
+            return True
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            if mode == "endless-body":
+                filler = json.dumps(payload["items"][:1] or [{}])[1:-1].encode() + b","
+                block = b'{"metadata":{},"items":[' + filler * (65536 // len(filler))
+                while self.api.running:
+                    self.wfile.write(f"{len(block):x}\r\n".encode() + block + b"\r\n")
+                    self.api.hostile_bytes_sent += len(block)
+                    block = filler * (65536 // len(filler))
+            elif mode == "trickle":
+                for byte in json.dumps(payload).encode():
+                    if not self.api.running:
+                        break
+                    self.wfile.write(b"1\r\n" + bytes([byte]) + b"\r\n")
+                    self.wfile.flush()
+                    self.api.hostile_bytes_sent += 1
+                    time.sleep(self.api.trickle_gap)
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client hung up: what a bounded client does
+        return True
+
     def _serve(self, method: str) -> None:
         body = self._body()
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -1088,7 +1148,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(payload, Watcher):
             self._stream(payload)
-        else:
+        elif not (method == "GET" and self._hostile(payload)):
             self._answer(code, payload, extra)
 
     def _stream(self, w: Watcher) -> None:

@@ -46,6 +46,10 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
     out = p.add_argument_group("outputs")
     add_endpoint_args(out, port_also="; with --seamless-upgrade the other instance shares "
                                      "it and the newer one answers")
+    out.add_argument("--probe-socket", type=Path, default=None, metavar="PATH",
+                     help="with --metrics-port, also serve /healthz and /readyz on this unix "
+                          "socket, for exec probes (liken-devices probe): in the pod's private "
+                          "/tmp no other process can answer them, as one could on a shared port")
     out.add_argument("--console", type=Path, default=Path("/dev/console"), metavar="PATH",
                      help=f"where the device count is printed past the {MAX_DEVICES} cap "
                           "(default /dev/console)")
@@ -74,6 +78,32 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
     upgrade_args(parts)
     p.set_defaults(func=cmd_run)
 
+    p = subparsers.add_parser(
+        "probe",
+        help="ask the running agent's /healthz or /readyz over its probe socket (exec probes)",
+        description="Connect to the unix socket that 'run --probe-socket PATH' serves and GET "
+                    "/healthz or /readyz: print the agent's one-line answer, exit 0 when it is "
+                    "healthy (ready), 1 when not or when no agent answers. The DaemonSet's "
+                    "probes run this inside the container.")
+    p.add_argument("target", choices=("/healthz", "/readyz"), metavar="PATH",
+                   help="/healthz or /readyz")
+    p.add_argument("--socket", type=Path, required=True, metavar="PATH",
+                   help="the agent's --probe-socket")
+    p.add_argument("--timeout", type=float, default=4.0, metavar="SECONDS",
+                   help="give up after this long (default 4; keep it under the probe's "
+                        "timeoutSeconds)")
+    p.set_defaults(func=cmd_probe)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    # lazy: loaded when this sub-command runs; the other commands start without it
+    from ..probe import ask
+    from ..terminal import clean
+
+    ok, line = ask(args.socket, args.target, args.timeout)
+    print(clean(line, 200))
+    return 0 if ok else 1
+
 
 class Assembled:
     """The agent and what must be closed after it ran."""
@@ -99,6 +129,7 @@ def assemble(args: argparse.Namespace) -> Assembled:
     sources = sources_from_args(args)
     sources.check()
     node = node_from_args(args)
+    _surge_only_where_supported(args, node)
     metrics = AgentMetrics()
     # The endpoint listens before anything slow (the agent's modules, the API client, the
     # plugin): in a surge upgrade, from the moment it listens the kubelet's probes of this pod
@@ -112,6 +143,25 @@ def assemble(args: argparse.Namespace) -> Assembled:
         if server is not None:
             server.stop()
         raise
+
+
+def _surge_only_where_supported(args: argparse.Namespace, node: str) -> None:
+    """``--seamless-upgrade`` on a node whose kubelet is older than 1.33 (or unknown): a plain
+    single instance, said once (plugin/cli.py). Offline there is no kubelet to ask."""
+    if not getattr(args, "seamless_upgrade", False):
+        return
+    # lazy: loaded when this sub-command runs; the other commands start without it
+    from ..kube.client import cluster_available, make_client
+    from ..plugin.cli import plain_unless_kubelet_surges, pod_uid_from_args
+
+    pod_uid_from_args(args)  # a bad --pod-uid is the operator's error before anything else
+    if args.no_api or not cluster_available(args.kubeconfig):
+        return
+    client = make_client(args.kubeconfig, timeout=args.api_timeout)
+    try:
+        plain_unless_kubelet_surges(args, node, client)
+    finally:
+        client.close()
 
 
 def _serve(args: argparse.Namespace, metrics: Any, built: list[Any]) -> Any:
@@ -134,8 +184,10 @@ def _serve(args: argparse.Namespace, metrics: Any, built: list[Any]) -> Any:
     # A surge upgrade runs two instances in the node's network namespace: they share it.
     server = metrics.serve(args.metrics_port, addr, health=check("health"),
                            ready=check("readiness"),
-                           reuse_port=bool(getattr(args, "seamless_upgrade", False)))
-    log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)", addr, server.port)
+                           reuse_port=bool(getattr(args, "seamless_upgrade", False)),
+                           probe_socket=args.probe_socket)
+    log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)%s", addr, server.port,
+             f", probes on {args.probe_socket} too" if args.probe_socket else "")
     return server
 
 

@@ -12,6 +12,7 @@ agent; the HTTP side is :mod:`..kube.endpoint`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from ..kube.endpoint import Check, Endpoint
 from ..kube.metrics import SliceMetrics
@@ -80,8 +81,10 @@ class AgentMetrics(SliceMetrics):
     # ---- the endpoint ------------------------------------------------------------------------
 
     def serve(self, port: int, addr: str = "127.0.0.1", health: Check | None = None,
-              ready: Check | None = None, reuse_port: bool = False) -> Endpoint:
-        """Serve /metrics, /healthz and /readyz on ``addr:port`` (0: any free port);
-        ``kube.endpoint.EndpointError`` when it cannot listen."""
+              ready: Check | None = None, reuse_port: bool = False,
+              probe_socket: Path | None = None) -> Endpoint:
+        """Serve /metrics, /healthz and /readyz on ``addr:port`` (0: any free port), and on
+        ``probe_socket`` too when given; ``kube.endpoint.EndpointError`` when it cannot
+        listen."""
         return Endpoint(addr, port, self.exposition, health=health, ready=ready,
-                        reuse_port=reuse_port)
+                        reuse_port=reuse_port, probe_socket=probe_socket)

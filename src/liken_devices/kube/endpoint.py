@@ -15,6 +15,14 @@ connections push the whole agent into the OOM killer. This server is bounded by 
   request may be at most ``MAX_REQUEST`` bytes; only ``GET``/``HEAD`` of the three paths answer;
 * idle, the thread blocks in the selector with no timeout (no wake-ups on an idle node).
 
+The kubelet's probes do not use the port in a surge upgrade: with ``probe_socket`` the endpoint
+also listens on a unix socket in the pod's own private directory (an ``emptyDir``), and the
+DaemonSet's probes are exec probes (``liken-devices probe``) that run inside the container and
+connect to it. A shared TCP port cannot keep a stranger out: any root process on the host's
+network may join an ``SO_REUSEPORT`` group, and the steering below would then hand it the
+probes, so it could get the agent killed (failing its liveness) or hide a hung one (answering
+"ok"). Nothing outside the pod reaches the pod's ``/tmp``, so only the agent answers its probes.
+
 A busy port is :class:`EndpointError` with one line (the callers exit 2 on it). The one
 exception is by design: in a surge upgrade (``reuse_port``) the old and the new instance share
 the port with ``SO_REUSEPORT`` (a host-network pod has the node's addresses; the kernel lets
@@ -25,7 +33,8 @@ new pod ready before it is (one success is enough), and the DaemonSet would stop
 early. So each listener of the group attaches a classic BPF program to it
 (``SO_ATTACH_REUSEPORT_CBPF``) that picks the group's second socket: while two listen, every
 connection goes to the newer one; alone, the program's index is out of range and the kernel
-falls back to its hash, i.e. to the only socket (docs/plugin.md, "Upgrades").
+falls back to its hash, i.e. to the only socket (docs/plugin.md, "Upgrades"). What the port
+then serves is the metrics scrape (and probes of a deployment that still sends them there).
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import InputError
 
@@ -88,9 +98,12 @@ class Endpoint:
     def __init__(self, address: str, port: int, metrics: Callable[[], tuple[bytes, str]],
                  health: Check | None = None, ready: Check | None = None,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 timeout: float = DEFAULT_TIMEOUT, reuse_port: bool = False) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, reuse_port: bool = False,
+                 probe_socket: Path | None = None) -> None:
         """``metrics()`` gives the exposition and its content type; ``reuse_port`` lets another
-        instance that also asks for it listen on the same port (a surge upgrade)."""
+        instance that also asks for it listen on the same port (a surge upgrade);
+        ``probe_socket`` is a unix socket path the same routes are served on too (the probes'
+        way in, module docstring)."""
         self._metrics = metrics
         self._checks: dict[str, Check | None] = {"/healthz": health, "/readyz": ready}
         self._max = max(1, max_connections)
@@ -98,10 +111,21 @@ class Endpoint:
         self._listener = _listen(address, port, reuse_port)
         self.address = address
         self.port: int = self._listener.getsockname()[1]
+        self.probe_socket = probe_socket
+        self._listeners = [self._listener]
+        self._probe_inode = 0
+        if probe_socket is not None:
+            try:
+                self._listeners.append(_listen_unix(probe_socket))
+                self._probe_inode = os.lstat(probe_socket).st_ino
+            except BaseException:
+                self._listener.close()
+                raise
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        for listener in self._listeners:
+            self._selector.register(listener, selectors.EVENT_READ, None)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._conns: dict[int, _Conn] = {}
         self._stopping = False
@@ -121,7 +145,9 @@ class Endpoint:
         self._thread.join(2)
         for conn in list(self._conns.values()):
             self._close(conn)
-        for s in (self._listener, self._wake_r, self._wake_w):
+        if self.probe_socket is not None:
+            _unlink_socket(self.probe_socket, self._probe_inode)
+        for s in (*self._listeners, self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 s.close()
         self._selector.close()
@@ -141,8 +167,8 @@ class Endpoint:
                     return
                 continue
             for key, mask in events:
-                if key.fileobj is self._listener:
-                    self._accept()
+                if key.fileobj in self._listeners:
+                    self._accept(key.fileobj)
                 elif key.fileobj is self._wake_r:
                     with contextlib.suppress(OSError):
                         self._wake_r.recv(64)
@@ -154,10 +180,10 @@ class Endpoint:
             for conn in [c for c in self._conns.values() if c.deadline <= now]:
                 self._close(conn)
 
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         for _ in range(self._max):  # a burst of new connections: take them, but not forever
             try:
-                sock, _addr = self._listener.accept()
+                sock, _addr = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # EMFILE and the like: shed load rather than spin
@@ -284,6 +310,38 @@ def _listen(address: str, port: int, reuse_port: bool = False) -> socket.socket:
             why = "the address is not one of this host's"
         raise EndpointError(f"cannot listen on {address}:{port}: {why}") from None
     return sock
+
+
+def _listen_unix(path: Path) -> socket.socket:
+    """A unix stream socket at ``path``, for this user only (0600). A socket file left there by
+    an instance that died is replaced; anything else at the path is an error."""
+    with contextlib.suppress(FileNotFoundError):
+        import stat
+
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise EndpointError(f"cannot listen on {path}: something other than a socket is "
+                                "there")
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        old = os.umask(0o177)
+        try:
+            sock.bind(str(path))
+        finally:
+            os.umask(old)
+        sock.listen(16)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise EndpointError(f"cannot listen on {path}: {exc.strerror or exc}") from None
+    return sock
+
+
+def _unlink_socket(path: Path, inode: int) -> None:
+    """Remove the socket file at ``path`` if it is still the one this endpoint made."""
+    with contextlib.suppress(OSError):
+        if os.lstat(path).st_ino == inode:
+            os.unlink(path)
 
 
 # Classic BPF, from the kernel's uapi (linux/filter.h, asm-generic/socket.h): one instruction,

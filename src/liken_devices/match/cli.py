@@ -25,6 +25,7 @@ from typing import Any
 from .. import __version__
 from ..cliargs import InputError, dump, node_from_args, run_command, sources_from_args
 from ..inventory.limits import DRIVER
+from ..terminal import clean
 
 log = logging.getLogger("liken_devices.match")
 
@@ -82,21 +83,24 @@ def _local_slice(args: argparse.Namespace) -> dict[str, Any]:
 def _cluster_objects(args: argparse.Namespace, *, with_claims: bool) -> dict[str, list[Any]]:
     # lazy: loaded when this sub-command runs; the other commands start without it
     from ..kube.client import Resources
+    from ..kube.listing import Budget
     from .fleet import list_all
 
     client = _client(args.kubeconfig or _default_kubeconfig())
+    budget = Budget(seconds=args.timeout)
     out: dict[str, list[Any]] = {}
     fields = None if with_claims else {"spec.driver": DRIVER}
     try:
         out["slices"] = list(list_all(client, Resources.slice(), page=args.page_size,
-                                      fields=fields))
+                                      fields=fields, budget=budget))
         if with_claims:
             out["classes"] = list(list_all(client, Resources.device_class(),
-                                           page=args.page_size))
+                                           page=args.page_size, budget=budget))
             out["claims"] = list(list_all(client, Resources.claim(), page=args.page_size,
-                                          namespaced=True))
+                                          namespaced=True, budget=budget))
             out["templates"] = list(list_all(client, Resources.claim_template(),
-                                             page=args.page_size, namespaced=True))
+                                             page=args.page_size, namespaced=True,
+                                             budget=budget))
     except InputError:
         raise
     except Exception as exc:
@@ -146,7 +150,7 @@ def cmd_claim_for(args: argparse.Namespace) -> int:
         generated = generate(slice_obj, args.device, any_of_kind=args.any,
                              by_address=args.by_address, namespace=args.namespace)
     except Ambiguous as exc:
-        print(f"liken-devices: refused: {exc}", file=sys.stderr)
+        print(f"liken-devices: refused: {clean(exc)}", file=sys.stderr)
         return 1
     sys.stdout.write(render(generated))
     return 0
@@ -222,11 +226,12 @@ def cmd_match(args: argparse.Namespace) -> int:
 
 def cmd_fleet(args: argparse.Namespace) -> int:
     # lazy: loaded when this sub-command runs; the other commands start without it
+    from ..kube.listing import Budget
     from .fleet import build, read_cluster, to_json, to_text
 
     client = _client(args.kubeconfig or _default_kubeconfig())
     try:
-        snap = read_cluster(client, page=args.page_size)
+        snap = read_cluster(client, page=args.page_size, budget=Budget(seconds=args.timeout))
     except Exception as exc:
         raise _api_error(exc) from None
     env = None
@@ -260,6 +265,23 @@ def _page_size(text: str) -> int:
     return n
 
 
+def _seconds(text: str) -> float:
+    try:
+        n = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= n <= 86_400:
+        raise argparse.ArgumentTypeError("between 1 and 86400 seconds")
+    return n
+
+
+def _timeout(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument("--timeout", type=_seconds, default=300.0, metavar="SECONDS",
+                   help="give up reading the cluster after this long (default 300; each "
+                        "request at most 30 s, each page at most 64 MiB, all answers at most "
+                        "512 MiB)")
+
+
 def _sources(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("where the devices come from (default: this machine's walk)")
     g.add_argument("--slices", type=Path, metavar="FILE",
@@ -270,6 +292,7 @@ def _sources(p: argparse.ArgumentParser) -> None:
                         "ResourceClaimTemplates and allocated ResourceClaims")
     g.add_argument("--page-size", type=_page_size, default=500, metavar="N",
                    help="objects per list request (limit/continue; default 500)")
+    _timeout(g)
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -330,6 +353,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
     p.add_argument("--page-size", type=_page_size, default=500, metavar="N",
                    help="objects per list request (limit/continue; default 500)")
+    _timeout(p)
     p.add_argument("-v", "--verbose", action="count", default=0)
     p.set_defaults(func=cmd_fleet)
 

@@ -1,7 +1,8 @@
 """``fleet``: every node's devices, who holds them, what is unclaimed, and which nodes to doubt.
 
 One cluster-wide picture from list calls only (no watch), each paginated with ``limit`` and
-``continue`` so that the API server answers thousands of nodes in bounded pages: the
+``continue`` so that the API server answers thousands of nodes in bounded pages (and each answer
+is held to bounds in bytes, pages and time, kube/listing.py): the
 ResourceSlices of ``liken.sh`` and ``media.liken.sh`` (one list per driver, by the
 ``spec.driver`` field selector), the Nodes, the Machines and the ResourceClaims of every
 namespace. docs/performance.md has the measured cost on 5,000 nodes.
@@ -31,6 +32,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..inventory.limits import DRIVER
+from ..terminal import clean_row
 from .cel import DeviceInput, Env
 from .model import Claim, Device, slice_devices
 
@@ -50,34 +52,33 @@ class Snapshot:
 
 
 def list_all(client: Any, resource: Any, *, page: int = PAGE, namespaced: bool = False,
-             fields: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
-    """Every object of ``resource``, page by page (``limit``/``continue``), as plain dicts."""
-    # lazy: lightkube loads only for what talks to the API server
-    from lightkube import ALL_NS
-
+             fields: dict[str, str] | None = None, budget: Any = None
+             ) -> Iterator[dict[str, Any]]:
+    """Every object of ``resource``, page by page (``limit``/``continue``), as plain dicts,
+    each answer bounded in bytes, pages and time by the command's ``budget``
+    (kube/listing.py; a fresh one when none is given)."""
     # lazy: the API client loads only for what talks to the API server
-    from ..kube.client import as_dict
+    from ..kube.listing import Budget, list_pages
 
-    kwargs: dict[str, Any] = {"chunk_size": page}
-    if namespaced:
-        kwargs["namespace"] = ALL_NS
-    if fields:
-        kwargs["fields"] = fields
-    for obj in client.list(resource, **kwargs):
-        yield as_dict(obj)
+    return list_pages(client, resource, budget if budget is not None else Budget(), page=page,
+                      namespaced=namespaced, fields=fields)
 
 
-def read_cluster(client: Any, page: int = PAGE) -> Snapshot:
+def read_cluster(client: Any, page: int = PAGE, budget: Any = None) -> Snapshot:
+    """The lists fleet reads, all within one ``budget`` (kube/listing.py)."""
     # lazy: the API client loads only for what talks to the API server
     from ..kube.client import Resources
+    from ..kube.listing import Budget
 
+    budget = budget if budget is not None else Budget()
     snap = Snapshot()
     for driver in DRIVERS:
         snap.slices.extend(list_all(client, Resources.slice(), page=page,
-                                    fields={"spec.driver": driver}))
-    snap.nodes = list(list_all(client, Resources.node(), page=page))
-    snap.machines = list(list_all(client, Resources.machine(), page=page))
-    snap.claims = list(list_all(client, Resources.claim(), page=page, namespaced=True))
+                                    fields={"spec.driver": driver}, budget=budget))
+    snap.nodes = list(list_all(client, Resources.node(), page=page, budget=budget))
+    snap.machines = list(list_all(client, Resources.machine(), page=page, budget=budget))
+    snap.claims = list(list_all(client, Resources.claim(), page=page, namespaced=True,
+                                budget=budget))
     return snap
 
 
@@ -253,6 +254,8 @@ def to_json(fleet: Fleet) -> dict[str, Any]:
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    # Every cell is a node's or the API server's words: cleaned before it is measured.
+    rows = [clean_row(r) for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
             for r in rows]

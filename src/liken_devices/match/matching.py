@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
+from ..terminal import clean
 from .allocate import Alternative, ClaimResult, Evaluator, evaluate_claims
 from .cel import Env
 from .model import Claim, Device, DeviceClass, PodClaims, slice_devices
@@ -259,4 +260,5 @@ def to_text(answers: Sequence[NodeAnswer], detail: bool) -> str:
                         break
                 out.append(f"{pad}=> {r.reason}")
     out.append(summary(answers))
-    return "\n".join(out) + "\n"
+    # Names, selectors and CEL messages come from slices and claims: each line cleaned.
+    return "\n".join(clean(line) for line in out) + "\n"

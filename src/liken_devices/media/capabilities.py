@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..terminal import clean
 from . import va
 
 
@@ -101,4 +102,4 @@ def log_line(device: str, node: str, raw: RawCaps | None, error: str | None) -> 
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return clean(" ".join(text.split()))

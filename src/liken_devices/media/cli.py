@@ -24,9 +24,9 @@ import yaml
 
 from .. import __version__, logs
 from ..cliargs import InputError, Parser, add_endpoint_args, node_from_args, sources_from_args
-from ..errors import one_line
 from ..inventory.limits import DRIVER as LIKEN_DRIVER
 from ..slices import SliceInvalid
+from ..terminal import clean, clean_row
 from .agent import MediaAgent
 from .devices import DRIVER, build_slice, query_devices, render_devices
 from .probe import DEFAULT_TIMEOUT
@@ -108,7 +108,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 def table(obj: dict[str, Any]) -> str:
     """One row per GPU: its PCI address, VA-API driver, and what it decodes and encodes."""
-    rows = [("NAME", "PCI", "VA DRIVER", "DECODE", "ENCODE")]
+    rows: list[tuple[str, ...]] = [("NAME", "PCI", "VA DRIVER", "DECODE", "ENCODE")]
     for d in obj["spec"]["devices"]:
         attrs = {k.rpartition("/")[2]: next(iter(v.values()))
                  for k, v in d.get("attributes", {}).items()}
@@ -117,8 +117,9 @@ def table(obj: dict[str, Any]) -> str:
             return ",".join(k[len(prefix):] for k, v in sorted(a.items())
                             if k.startswith(prefix) and v is True) or "-"
 
-        rows.append((d["name"], str(attrs.get("pciBusID", "-")),
-                     str(attrs.get("vaDriver", "-")), true("decode"), true("encode")))
+        rows.append(clean_row((d["name"], str(attrs.get("pciBusID", "-")),
+                               str(attrs.get("vaDriver", "-")), true("decode"),
+                               true("encode"))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  "
                    + r[-1] + "\n" for r in rows)
@@ -204,10 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rc: int = args.handler(args)
     except InputError as exc:
-        print(f"liken-media: {one_line(exc)}", file=sys.stderr)
+        print(f"liken-media: {clean(exc)}", file=sys.stderr)
         return 2
     except SliceInvalid as exc:  # never expected: the API server would refuse it just the same
-        print(f"liken-media: the slice would be invalid: {one_line(exc)}", file=sys.stderr)
+        print(f"liken-media: the slice would be invalid: {clean(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ..terminal import clean
 from .capabilities import RawCaps
 
 DEFAULT_TIMEOUT = 20.0  # seconds; render-node-capabilities.txt, "When a query fails"
@@ -68,32 +69,6 @@ class ProbeResult:
     @property
     def ok(self) -> bool:
         return self.raw is not None
-
-
-# Characters that change how a log line reads rather than what it says: C0 and C1 controls
-# (escape sequences start with ESC or CSI), Unicode line and paragraph separators, and the
-# bidirectional embeddings, overrides and isolates (the "Trojan Source" characters).
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                  "\u2066\u2067\u2068\u2069")
-
-
-def clean_text(text: str, limit: int = MAX_TEXT) -> str:
-    """``text`` cut to ``limit`` characters, every control, separator or bidi character shown
-    as an escape (``\\x1b``, ``\\u202e``), so it cannot forge or reorder a log line."""
-    cut = text[:limit]
-    out = []
-    for ch in cut:
-        code = ord(ch)
-        if code < 0x20 or 0x7F <= code <= 0x9F:
-            out.append(f"\\x{code:02x}")
-        elif ch in _BIDI or code in (0x2028, 0x2029, 0xFEFF):
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    cleaned = "".join(out)
-    if len(text) > limit or len(cleaned) > limit:
-        return cleaned[:limit] + "..."
-    return cleaned
 
 
 def child_command() -> list[str]:
@@ -187,7 +162,7 @@ def probe_node(node: str, timeout: float = DEFAULT_TIMEOUT,
                                     env=None if env is None else dict(env))
             _queries.add(proc.pid)
     except OSError as exc:
-        return ProbeResult(node, None, clean_text(f"cannot start the query: {exc}"),
+        return ProbeResult(node, None, clean(f"cannot start the query: {exc}", MAX_TEXT),
                            seconds=time.monotonic() - start)
     try:
         out, err, why = _collect(proc, start + timeout)
@@ -303,7 +278,7 @@ def _drain(fd: int, buf: bytearray, answer: bool) -> bytearray | None:
 
 def _clean_tail(err: bytes) -> str:
     text = err.decode("utf-8", errors="replace").strip()
-    return clean_text(text[-MAX_TEXT:])
+    return clean(text[-MAX_TEXT:], MAX_TEXT)
 
 
 def probe_nodes(nodes: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
@@ -359,7 +334,7 @@ def _text(raw: bytes, limit: int) -> str:
     ``limit`` characters can need is looked at."""
     raw = raw[: 8 * limit + 8]  # a character is at most 4 bytes, escaped at most twice that
     text = b"\\".join(part.replace(b"\\n", b"\n") for part in raw.split(b"\\\\"))
-    return clean_text(text.decode("utf-8", errors="replace"), limit)
+    return clean(text.decode("utf-8", errors="replace"), limit)
 
 
 def parse_answer(out: bytes) -> Answer:
@@ -426,7 +401,7 @@ def _parse(node: str, out: bytes, rc: int, stderr: str, elapsed: float) -> Probe
     try:
         answer = parse_answer(out)
     except ValueError as exc:
-        why = f"exited with status {rc}" if rc else f"gave no answer ({clean_text(str(exc), 80)})"
+        why = f"exited with status {rc}" if rc else f"gave no answer ({clean(exc, 80)})"
         return ProbeResult(node, None, why, (), stderr, elapsed)
     if rc != 0:
         return ProbeResult(node, None, f"exited with status {rc}", answer.messages, stderr,

@@ -23,7 +23,12 @@ from ..inventory.limits import DRIVER
 
 
 class ClaimError(Exception):
-    """Why one claim cannot be prepared; reported in band for that claim only."""
+    """Why one claim cannot be prepared; reported in band for that claim only. ``transient``:
+    the API could not say (unreachable, a server error), not that the claim is not ours."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +86,9 @@ def fetch_results(client: KubeClient, namespace: str, name: str, uid: str,
         code = getattr(e.status, "code", None)
         if code == 404:
             raise ClaimError(f"{ref} not found (deleted?)") from None
-        raise ClaimError(f"reading {ref}: {code} {e.status.message}") from None
+        raise ClaimError(f"reading {ref}: {code} {e.status.message}", transient=True) from None
     except Exception as e:  # connection refused, timeouts, bad kubeconfig: the API is unreachable
-        raise ClaimError(f"reading {ref}: {type(e).__name__}: {e}") from None
+        raise ClaimError(f"reading {ref}: {type(e).__name__}: {e}", transient=True) from None
     got_uid = _field(_field(claim, "metadata"), "uid")
     if got_uid != uid:
         raise ClaimError(f"{ref} has UID {got_uid}, the kubelet asked for {uid}: "

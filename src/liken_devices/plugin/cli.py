@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import heap, signals
-from ..errors import InputError, one_line
+from ..errors import InputError
+from ..inventory.limits import DRIVER
+from ..terminal import clean, clean_row
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 
 log = logging.getLogger(__name__)
@@ -66,13 +68,32 @@ def upgrade_args(p: Any) -> None:
     p.add_argument("--seamless-upgrade", action="store_true",
                    help="run beside the other instance of a surge upgrade: sockets named after "
                         "the pod's UID, the state locked per write (docs/plugin.md, "
-                        "\"Upgrades\")")
+                        "\"Upgrades\"); only where the node's kubelet is 1.33 or later, else "
+                        "the agent runs as a plain single instance and says so")
     p.add_argument("--pod-uid", default=None, metavar="UID",
                    help="the pod's UID for --seamless-upgrade (default $POD_UID, from the "
                         "downward API's metadata.uid)")
 
 
 _POD_UID = r"[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]"  # compiled at its first use
+
+
+def plain_unless_kubelet_surges(args: argparse.Namespace, node: str, client: Any) -> None:
+    """Turn ``--seamless-upgrade`` off, saying so once, when the node's kubelet cannot run two
+    instances of a plugin (older than 1.33, or its version unknown: kube/kubelet.py). A plain
+    instance beside a surge peer is refused by the state lock and restarted by the kubelet,
+    which asks again: no node is left without its plugin."""
+    if not getattr(args, "seamless_upgrade", False) or client is None:
+        return
+    # lazy: loaded when this sub-command runs; the other commands start without it
+    from ..kube.kubelet import surge_supported
+
+    ok, why = surge_supported(client, node)
+    if not ok:
+        log.warning("%s: running as a plain single instance, not --seamless-upgrade (sockets "
+                    "dra.sock and %s-reg.sock, the state locked for this instance alone; "
+                    "docs/guide.md, \"Upgrades\")", why, DRIVER)
+        args.seamless_upgrade = False
 
 
 def pod_uid_from_args(args: argparse.Namespace) -> str | None:
@@ -97,12 +118,14 @@ def run_plugin(args: argparse.Namespace) -> int:
     sources = sources_from_args(args)
     sources.check()  # a missing --sysfs/--recording is the operator's error: exit 2
     node = node_from_args(args)
-    pod_uid = pod_uid_from_args(args)
+    pod_uid_from_args(args)  # a bad --pod-uid is the operator's error before anything else
     try:
         client = make_client(args.kubeconfig, timeout=args.api_timeout)
     except Exception as e:
-        print(f"liken-devices plugin: no API access: {one_line(e)}", file=sys.stderr)
+        print(f"liken-devices plugin: no API access: {clean(e)}", file=sys.stderr)
         return 2
+    plain_unless_kubelet_surges(args, node, client)
+    pod_uid = pod_uid_from_args(args)
     config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
                           plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
                           sysfs=None if args.recording else sources.sysfs, pod_uid=pod_uid)
@@ -181,7 +204,7 @@ def run_claims(args: argparse.Namespace) -> int:
               "next start)", file=sys.stderr)
         return 2
     except (OSError, ValueError) as e:
-        print(f"liken-devices claims: {one_line(e)}", file=sys.stderr)
+        print(f"liken-devices claims: {clean(e)}", file=sys.stderr)
         return 2
     if args.output in ("json", "yaml"):
         # lazy: loaded when this sub-command runs; the other commands start without it
@@ -189,15 +212,15 @@ def run_claims(args: argparse.Namespace) -> int:
 
         sys.stdout.write(dump(view, args.output))
         return 0
-    rows = [("CLAIM", "UID", "DEVICE", "NODES")]
+    rows: list[tuple[str, ...]] = [("CLAIM", "UID", "DEVICE", "NODES")]
     for c in view:
         for d in c["devices"]:
             nodes = (" ".join(f"{x['path']}({x['type']}{x['major']}:{x['minor']})"
                               for x in d["nodes"]) if d["nodes"] else "absent")
             # A claim rebuilt from its CDI spec has no name until the kubelet prepares it again.
             claim = "(rebuilt)" if c["rebuilt"] else f"{c['namespace']}/{c['name']}"
-            rows.append((claim, c["uid"], d["name"], nodes))
-            rows.extend(("", "", "", f"left out: {x['why']}") for x in d["leftOut"])
+            rows.append(clean_row((claim, c["uid"], d["name"], nodes)))
+            rows.extend(clean_row(("", "", "", f"left out: {x['why']}")) for x in d["leftOut"])
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3])

@@ -24,6 +24,11 @@ decisions.md ("Delivery") and the kubelet's DRA plugin API (KEP-4381; the Go hel
   nodes and their host mode and owner (``cdi``), or with a nonexistent path while a device is
   away, touching only files that differ.
 * Health: each prepared device is healthy while present and unhealthy while absent.
+* A claim rebuilt from its CDI spec (the state file was lost) is checked against the API once
+  the kubelet had ``rebuilt_grace`` seconds of serving to unprepare it: when the API no longer
+  knows it (gone, replaced under another UID, its name unknown), or it is not allocated on this
+  node, it is dropped as an unprepare would, with one log line. A stale or planted spec cannot
+  keep a device claimed for ever; an API that cannot be reached keeps the claim and asks again.
 
 Calls are serialized by one lock (the Go helper's default), which reconcile takes too.
 """
@@ -75,6 +80,10 @@ class PluginConfig:
     health_interval: float = 10.0  # seconds between full health messages without a change
     grpc_workers: int = 8
     fetch_budget: float = 30.0  # seconds for reading a call's claims (the kubelet waits 45 s)
+    # Seconds of serving the kubelet has to unprepare a claim rebuilt from its spec before the
+    # API is asked whether it still exists (the kubelet retries an unprepare on its sync loop).
+    rebuilt_grace: float = 120.0
+    rebuilt_retry: float = 30.0  # seconds between checks while the API cannot be reached
     # Seamless upgrade (docs/plugin.md, "Upgrades"): the pod's UID names this instance's
     # sockets, and the state lock is shared by the old and the new instance. None: the default
     # mode, one instance per node.
@@ -193,6 +202,9 @@ class Plugin:
         self._loaded = False
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._serving_since: float | None = None  # time.time() of the last start
+        self._confirmed: set[str] = set()  # rebuilt claims the API confirmed
+        self._checker: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -237,6 +249,8 @@ class Plugin:
         with self._lock, self._state.write_lock():  # no other instance sweeps sockets meanwhile
             servers.start()
         self._servers = servers
+        self._serving_since = time.time()
+        self._watch_rebuilt()
 
     def stop(self) -> None:
         """Stop serving; both sockets are removed. The state and the specs stay."""
@@ -250,6 +264,10 @@ class Plugin:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        checker, self._checker = self._checker, None
+        if checker is not None:
+            checker.join(10)
+        self._serving_since = None
         with self._lock:
             self._state.release()
             self._loaded = False
@@ -387,6 +405,10 @@ class Plugin:
                         cdi.remove_spec(self.config.cdi_dir, claim.uid)
                 out[claim.uid] = PrepareOutcome(error=f"writing the CDI spec: {e}")
                 continue
+            try:
+                self._state.remember_name(claim.uid, claim.namespace, claim.name)
+            except OSError as e:  # only a later rebuild needs it: it would drop the claim
+                log.error("cannot keep the name of claim %s: %s", claim.uid, e)
             out[claim.uid] = PrepareOutcome(devices=tuple(
                 PreparedDeviceResult(tuple(d.requests), self.config.node, d.name,
                                      (cdi.cdi_id(claim.uid, d.name),), d.share_id)
@@ -459,22 +481,7 @@ class Plugin:
                     out[c.uid] = ""  # no spec can exist under a name that is not a UID
                     continue
                 try:
-                    claim = self._state.claims.get(c.uid)
-                    if claim is not None:
-                        others = {i for u, o in self._state.claims.items() if u != c.uid
-                                  for i in o.usb_interfaces}
-                        usb.reprobe(self.config.sysfs,
-                                    [i for i in claim.usb_interfaces if i not in others])
-                    cdi.remove_spec(self.config.cdi_dir, c.uid)
-                    if claim is not None:
-                        del self._state.claims[c.uid]
-                        try:
-                            self._state.save()
-                        except OSError:
-                            # Still on disk: keep it in memory too, so the kubelet's retry saves
-                            # again and a restart cannot bring the spec back through reconcile.
-                            self._state.claims[c.uid] = claim
-                            raise
+                    self._forget_locked(c.uid)
                     out[c.uid] = ""
                 except OSError as e:
                     out[c.uid] = f"unpreparing claim {c.uid}: {e}"
@@ -486,6 +493,130 @@ class Plugin:
             except Exception:
                 log.exception("asking for a walk after unprepare")
         return out
+
+    def _forget_locked(self, uid: str) -> None:
+        """End one claim: its USB interfaces back to the kernel, its spec deleted, the state
+        saved without it (OSError when it could not be)."""
+        claim = self._state.claims.get(uid)
+        if claim is not None:
+            others = {i for u, o in self._state.claims.items() if u != uid
+                      for i in o.usb_interfaces}
+            usb.reprobe(self.config.sysfs, [i for i in claim.usb_interfaces if i not in others])
+        cdi.remove_spec(self.config.cdi_dir, uid)
+        if claim is not None:
+            del self._state.claims[uid]
+            try:
+                self._state.save()
+            except OSError:
+                # Still on disk: keep it in memory too, so the kubelet's retry saves
+                # again and a restart cannot bring the spec back through reconcile.
+                self._state.claims[uid] = claim
+                raise
+        with contextlib.suppress(OSError):
+            self._state.forget_name(uid)
+        self._confirmed.discard(uid)
+
+    # -- claims rebuilt from their specs ---------------------------------------------------------
+
+    def _watch_rebuilt(self) -> None:
+        """Start the checker of rebuilt claims when there are any and none runs."""
+        if self._kube is None or (self._checker is not None and self._checker.is_alive()):
+            return
+        with self._lock:
+            if not self._unconfirmed_locked():
+                return
+        self._checker = threading.Thread(target=self._check_rebuilt_loop,
+                                         name="liken-rebuilt-claims", daemon=True)
+        self._checker.start()
+
+    def _unconfirmed_locked(self) -> list[PreparedClaim]:
+        return [c for u, c in sorted(self._state.claims.items())
+                if c.rebuilt and u not in self._confirmed]
+
+    def _check_rebuilt_loop(self) -> None:
+        while not self._stopping.is_set():
+            wait = self.check_rebuilt()
+            if wait is None:
+                return
+            self._stopping.wait(wait)
+
+    def check_rebuilt(self, now: float | None = None) -> float | None:
+        """One pass over the rebuilt claims that are due: each the API does not know (or not
+        for this node) is dropped. Returns the seconds until the next pass is due, None when no
+        rebuilt claim is left to check."""
+        since = self._serving_since
+        if self._kube is None or since is None:
+            return None
+        now = time.time() if now is None else now
+        with self._lock:
+            waiting = self._unconfirmed_locked()
+        if not waiting:
+            return None
+        due = [c for c in waiting
+               if now - max(c.prepared_at, since) >= self.config.rebuilt_grace]
+        verdicts: dict[str, str] = {}
+        retry = False
+        for c in due:
+            why = self._unknown_to_api(c)
+            if why is None:
+                self._confirmed.add(c.uid)
+            elif why:
+                verdicts[c.uid] = why
+            else:
+                retry = True
+        if verdicts:
+            self._drop_rebuilt(verdicts)
+        with self._lock:
+            left = self._unconfirmed_locked()
+        if not left:
+            return None
+        untimed = [self.config.rebuilt_grace - (now - max(c.prepared_at, since)) for c in left
+                   if c.uid not in {d.uid for d in due}]
+        nexts = [*untimed, *([self.config.rebuilt_retry] if retry or not untimed else [])]
+        return max(min(nexts), 0.05)
+
+    def _unknown_to_api(self, claim: PreparedClaim) -> str | None:
+        """Why the API does not know ``claim`` for this node; None when it does; "" when the API
+        could not say (ask again later)."""
+        if not claim.name:
+            return "its namespace and name were lost with the state, so the API cannot know it"
+        assert self._kube is not None
+        try:
+            fetch_results(self._kube, claim.namespace, claim.name, claim.uid, self.config.node)
+        except ClaimError as e:
+            if e.transient:
+                log.info("claim %s rebuilt from its CDI spec: checking it later (%s)", claim.uid,
+                         e)
+                return ""
+            return str(e)
+        return None
+
+    def _drop_rebuilt(self, verdicts: dict[str, str]) -> None:
+        dropped = False
+        with self._exclusive() as busy:
+            if busy:
+                log.warning("rebuilt claims not dropped now: %s", busy)
+                return
+            for uid, why in sorted(verdicts.items()):
+                claim = self._state.claims.get(uid)
+                if claim is None or not claim.rebuilt:
+                    continue  # unprepared, or prepared again, meanwhile
+                try:
+                    self._forget_locked(uid)
+                except OSError as e:
+                    log.error("cannot drop claim %s: %s", uid, e)
+                    continue
+                dropped = True
+                log.warning("dropped claim %s%s, rebuilt from its CDI spec: the kubelet did not "
+                            "unprepare it within %g s of serving and %s", uid,
+                            f" ({claim.namespace}/{claim.name})" if claim.name else "",
+                            self.config.rebuilt_grace, why)
+            self._update_health_locked()
+        if dropped and self.on_release is not None:
+            try:
+                self.on_release()
+            except Exception:
+                log.exception("asking for a walk after dropping rebuilt claims")
 
     # -- reconcile -------------------------------------------------------------------------------
 
@@ -529,6 +660,8 @@ class Plugin:
             self._update_health_locked()
         if written:
             log.info("reconcile rewrote the CDI specs of %s", ", ".join(written))
+        if self._serving_since is not None:
+            self._watch_rebuilt()  # the other instance of an upgrade may have rebuilt some
         return written
 
     # -- views -----------------------------------------------------------------------------------

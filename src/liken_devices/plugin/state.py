@@ -14,11 +14,19 @@ rebuilt from the CDI specs on disk, which name the claim UID, its devices and th
 what a spec does not hold is lost until the kubelet prepares the claim again (namespace/name,
 request names, share IDs; the USB interfaces are looked up again at the next walk).
 
-Two locks live in the state directory (``flock``, released by the kernel when the process dies):
+Beside the state, ``names/<claim UID>`` holds each prepared claim's ``namespace/name``, one file
+per claim: a claim rebuilt from its spec after the state file was lost still has the name to
+look it up in the API with (docs/plugin.md, "Bad input": a rebuilt claim the API does not know is
+dropped once the kubelet had its chance to unprepare it).
+
+Locks live in the state directory (``flock``, released by the kernel when the process dies):
 
 * ``instance.lock``, held for the process's life: exclusively by a plugin in the default mode, so
-  a second ``plugin`` or ``run`` on the node is refused (it says who holds the lock), or shared by
-  the instances of a seamless upgrade (docs/plugin.md, "Upgrades"), which are two by design;
+  a second ``plugin`` or ``run`` on the node is refused, or shared by the instances of a seamless
+  upgrade (docs/plugin.md, "Upgrades"), which are two by design;
+* ``holder-*``, one per instance, locked by it for its life and naming it (pid, host, pod, mode,
+  since when): a refused instance names the holders whose lock is still held, so it never names a
+  process that died long ago (its file, unlocked, is removed);
 * ``write.lock``, held around every read-modify-write of the state and the specs, so the two
   instances of an upgrade write one at a time and each sees the other's last write.
 """
@@ -34,7 +42,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +51,7 @@ from ..errors import InputError
 from ..files import make_dir, read_bounded, sweep_temp, write_atomic
 from ..inventory.model import Claimed
 from ..sysfs.model import DevNode
+from ..terminal import clean
 from . import cdi
 from .cdi import SpecError
 
@@ -52,7 +61,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATE_FILE = "claims.json"
+NAMES_DIR = "names"
 INSTANCE_LOCK = "instance.lock"
+HOLDER_PREFIX = "holder-"
+MAX_HOLDERS = 16  # holder files read for a refusal message; an upgrade has two
+MAX_NAME_BYTES = 512
 WRITE_LOCK = "write.lock"
 VERSION = 1
 STATE_MODE = 0o600  # claim names and namespaces: root's business only
@@ -248,10 +261,13 @@ def render_state(claims: dict[str, PreparedClaim]) -> bytes:
     return (json.dumps(obj, indent=1) + "\n").encode()
 
 
-def rebuild_from_specs(cdi_dir: Path, node: str) -> dict[str, PreparedClaim]:
+def rebuild_from_specs(cdi_dir: Path, node: str,
+                       names: Callable[[str], tuple[str, str] | None] = lambda uid: None
+                       ) -> dict[str, PreparedClaim]:
     """The claims the liken.sh specs in ``cdi_dir`` describe; each one logged.
 
-    A spec names the claim UID, its devices and their nodes; what it does not hold stays unknown
+    A spec names the claim UID, its devices and their nodes; ``names`` gives the claim's
+    namespace and name when they were kept (``names/<uid>``); what neither holds stays unknown
     until the kubelet prepares the claim again. A spec that cannot be read back loses its claim,
     which is logged by UID.
     """
@@ -262,14 +278,17 @@ def rebuild_from_specs(cdi_dir: Path, node: str) -> dict[str, PreparedClaim]:
         except (OSError, SpecError) as e:
             log.error("claim %s is lost: its CDI spec cannot be read back (%s)", uid, e)
             continue
+        namespace, name = names(uid) or ("", "")
         claims[uid] = PreparedClaim(
-            uid=uid, namespace="", name="", pool=node,
+            uid=uid, namespace=namespace, name=name, pool=node,
             devices=[cdi_device(d.device) for d in deliveries],
             nodes={d.device: list(d.nodes) for d in deliveries},
             present={d.device: d.present for d in deliveries}, rebuilt=True)
-        log.warning("claim %s rebuilt from its CDI spec (devices %s); its namespace, name and "
-                    "request names stay unknown until the kubelet prepares it again", uid,
-                    ", ".join(d.device for d in deliveries))
+        log.warning("claim %s%s rebuilt from its CDI spec (devices %s); its %srequest names "
+                    "stay unknown until the kubelet prepares it again", uid,
+                    f" ({namespace}/{name})" if name else "",
+                    ", ".join(d.device for d in deliveries),
+                    "" if name else "namespace, name and ")
     return claims
 
 
@@ -285,7 +304,7 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def holder_identity() -> str:
+def holder_identity(shared: bool = False) -> str:
     """Who holds the lock, for the refusal message of a second instance."""
     import socket
 
@@ -293,14 +312,35 @@ def holder_identity() -> str:
     pod = os.environ.get("POD_NAME")
     if pod:
         who += f" (pod {pod})"
+    if shared:
+        who += " in --seamless-upgrade mode"
     return who + time.strftime(", since %Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _live_holder(path: Path) -> str | None:
+    """The words of a holder file whose instance still runs (its lock is held), or None; the
+    file of an instance that died is removed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # locked by its instance: alive
+            return _clean(os.pread(fd, MAX_HOLDER_BYTES, 0).decode("utf-8", "replace"))
+        with contextlib.suppress(OSError):  # nobody holds it: its instance is gone
+            path.unlink()
+        return None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _clean(text: str) -> str:
     """The holder's words as one printable line (the lock file is hostile input too)."""
-    line = "".join(ch if ch.isprintable() else "?" for ch in text.strip().splitlines()[0]
-                   ) if text.strip() else ""
-    return line[:200]
+    return clean(text.strip().splitlines()[0], 200) if text.strip() else ""
 
 
 class StateStore:
@@ -314,6 +354,8 @@ class StateStore:
         self.claims: dict[str, PreparedClaim] = {}
         self._seen: tuple[int, int, int] | None = None  # the file as last read or written
         self._instance_fd: int | None = None
+        self._holder_fd: int | None = None
+        self._holder_path: Path | None = None
         self._write_fd: int | None = None
         self.shared = False  # other instances write too (a seamless upgrade)
 
@@ -337,10 +379,7 @@ class StateStore:
         except BaseException:
             os.close(fd)
             raise
-        if not shared:  # an exclusive holder is the only one: it names itself
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, (holder_identity() + "\n").encode(), 0)
+        self._name_holder(shared)
         try:
             self._write_fd = _open_lock(self.directory / WRITE_LOCK)
         except BaseException:
@@ -349,12 +388,43 @@ class StateStore:
         self._instance_fd = fd
         self.shared = shared
 
-    def _busy_message(self, shared: bool) -> str:
+    def _name_holder(self, shared: bool) -> None:
+        """Write this instance's holder file, locked for the process's life: made under a
+        temporary name, locked, filled, then renamed into place, so no reader ever sees it
+        unlocked or empty. Without it a refusal names no one; nothing else depends on it."""
+        tmp = self.directory / f".{HOLDER_PREFIX}{os.getpid()}-{time.time_ns()}"
         try:
-            holder = _clean(read_bounded(self.directory / INSTANCE_LOCK,
-                                         MAX_HOLDER_BYTES).decode("utf-8", "replace"))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         STATE_MODE)
         except OSError:
-            holder = ""
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.write(fd, (holder_identity(shared) + "\n").encode())
+            final = self.directory / tmp.name[1:]
+            os.rename(tmp, final)
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return
+        self._holder_fd, self._holder_path = fd, final
+
+    def live_holders(self) -> list[str]:
+        """The holder files of the instances that still run (those of dead ones removed)."""
+        try:
+            names = sorted(n for n in os.listdir(self.directory) if n.startswith(HOLDER_PREFIX))
+        except OSError:
+            return []
+        out = []
+        for name in names[:MAX_HOLDERS]:
+            words = _live_holder(self.directory / name)
+            if words is not None and self._holder_path != self.directory / name:
+                out.append(words)
+        return out
+
+    def _busy_message(self, shared: bool) -> str:
+        holder = "; ".join(self.live_holders())
         if shared:  # we asked for a share: the holder runs in the default, exclusive mode
             who = f"by {holder}, which does not run in --seamless-upgrade mode" if holder else \
                 "by an instance that does not run in --seamless-upgrade mode"
@@ -365,11 +435,15 @@ class StateStore:
                 "plugin or run serves this node")
 
     def release(self) -> None:
-        for fd in (self._write_fd, self._instance_fd):
+        if self._holder_path is not None:
+            with contextlib.suppress(OSError):
+                self._holder_path.unlink()
+        for fd in (self._write_fd, self._holder_fd, self._instance_fd):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self._write_fd = self._instance_fd = None
+        self._write_fd = self._holder_fd = self._instance_fd = None
+        self._holder_path = None
 
     @contextlib.contextmanager
     def write_lock(self, wait: float = WRITE_LOCK_WAIT) -> Iterator[None]:
@@ -421,6 +495,7 @@ class StateStore:
                         log.info("removed %s, the temp file of an interrupted write",
                                  directory / name)
             self.load()
+            self.sweep_names()
             if sweep_orphans and self.cdi_dir is not None:
                 for uid in cdi.spec_uids(self.cdi_dir):
                     if uid in self.claims:
@@ -461,7 +536,7 @@ class StateStore:
             except OSError as e:
                 log.error("plugin state %s is unreadable (%s) and cannot be moved aside (%s); "
                           "rebuilding the claims from the CDI specs", self.path, reason, e)
-        self.claims = (rebuild_from_specs(self.cdi_dir, self.node)
+        self.claims = (rebuild_from_specs(self.cdi_dir, self.node, self.read_name)
                        if self.cdi_dir is not None else {})
         self._seen = _signature(self.path)
         if self.claims or reason is not None:
@@ -473,6 +548,41 @@ class StateStore:
     def save(self) -> None:
         write_atomic(self.path, render_state(self.claims), mode=STATE_MODE, dir_mode=DIR_MODE)
         self._seen = _signature(self.path)
+
+    # -- the claims' names, kept apart from the state file -----------------------------------
+
+    def remember_name(self, uid: str, namespace: str, name: str) -> None:
+        write_atomic(self.directory / NAMES_DIR / cdi.check_uid(uid),
+                     f"{namespace}/{name}\n".encode(), mode=STATE_MODE, dir_mode=DIR_MODE)
+
+    def forget_name(self, uid: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.directory / NAMES_DIR / cdi.check_uid(uid)).unlink()
+
+    def read_name(self, uid: str) -> tuple[str, str] | None:
+        """The kept ``(namespace, name)`` of a claim, None when missing or not a claim's name
+        (the file is hostile input too)."""
+        # lazy: the claim reader's name rules, only when a claim is rebuilt
+        from .claims import ClaimError, check_ref
+
+        try:
+            raw = read_bounded(self.directory / NAMES_DIR / cdi.check_uid(uid), MAX_NAME_BYTES)
+            namespace, sep, name = raw.decode("utf-8").strip().partition("/")
+            check_ref(namespace, name)
+        except (OSError, ValueError, SpecError, ClaimError):
+            return None
+        return (namespace, name) if sep else None
+
+    def sweep_names(self) -> None:
+        """Remove the names of claims the state does not hold."""
+        try:
+            kept = os.listdir(self.directory / NAMES_DIR)
+        except OSError:
+            return
+        for uid in kept:
+            if uid not in self.claims:
+                with contextlib.suppress(OSError):
+                    (self.directory / NAMES_DIR / uid).unlink()
 
 
 def _open_lock(path: Path) -> int:
