@@ -202,3 +202,71 @@ def test_a_command_imports_only_its_own_module() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "['liken_devices.cli']"
+
+
+# -- another machine's facts are its own (docs/inventory.md) --------------------------------------
+
+
+def disk_machine(tmp_path: Path) -> Path:
+    """A machine with one SATA disk and one partition."""
+    b = SysfsBuilder(tmp_path / "other" / "sys")
+    sata = b.pci("0000:00:17.0", driver="ahci", cls=0x010601)
+    disk = b.node(sata, "block", "sda", 8, 0, block=True, subdir="block")
+    b.node(disk, "block", "sda1", 8, 1, block=True)
+    return b.root
+
+
+@pytest.mark.parametrize("command", ["scan", "explain", "report", "deliveries"])
+def test_another_machines_facts_are_its_own(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            command: str) -> None:
+    """With --sysfs (another machine) the host's facts root is never read: here it says the
+    disk backs no role, and yet the recorded machine's disk is withheld, with one plain line."""
+    from liken_devices import cliargs
+
+    host = tmp_path / "host-facts"
+    (host / "storage").mkdir(parents=True)  # the host's facts: no roles at all
+    monkeypatch.setattr(cliargs, "HOST_FACTS", host)
+    read: list[str] = []
+    real_read = cliargs.Sources.context
+
+    def context(self: Any, *a: Any, **k: Any) -> Any:
+        read.append(str(self.facts))
+        return real_read(self, *a, **k)
+
+    monkeypatch.setattr(cliargs.Sources, "context", context)
+    sysfs = disk_machine(tmp_path)
+    code, out, err = run(capsys, command, "--sysfs", str(sysfs), "--node", "n1",
+                         "--modules-dir", str(tmp_path), "--hwdata-dir", str(tmp_path))
+    assert code == 0
+    assert read == ["None"]  # no facts root at all, the host's least of all
+    assert "pci-0000-00-17-0" not in out.replace("pci 0000:00:17.0", "")
+    assert str(host) not in out + err and "/run/liken/facts" not in out + err
+    lines = [x for x in err.splitlines() if x]
+    if command == "scan":
+        assert lines == ["liken-devices: no facts were given for this machine (another "
+                         "machine's facts are its own: --facts DIR), so its disks are withheld"]
+    else:
+        assert "WARNING" not in err
+    if command == "explain":
+        assert out.lower().count("no facts were given for this machine") == 2  # disk, summary
+
+    # Given --facts, that machine's facts decide: a spare disk is offered.
+    own = tmp_path / "its-facts"
+    (own / "storage").mkdir(parents=True)
+    code, out, err = run(capsys, "scan", "--sysfs", str(sysfs), "--facts", str(own),
+                         "--node", "n1", "--modules-dir", str(tmp_path),
+                         "--hwdata-dir", str(tmp_path))
+    assert code == 0 and "pci-0000-00-17-0" in out and err == ""
+
+
+def test_this_hosts_facts_are_read_for_this_host(tmp_path: Path) -> None:
+    from liken_devices.cliargs import HOST_FACTS, Parser, add_inputs, facts_from_args
+
+    p = Parser()
+    add_inputs(p)
+    assert facts_from_args(p.parse_args([])) == HOST_FACTS == Path("/run/liken/facts")
+    assert facts_from_args(p.parse_args(["--sysfs", "/sys"])) == HOST_FACTS
+    assert facts_from_args(p.parse_args(["--sysfs", str(tmp_path)])) is None
+    assert facts_from_args(p.parse_args(["--recording", str(tmp_path / "r")])) is None
+    assert facts_from_args(p.parse_args(["--recording", "r", "--facts", "f"])) == Path("f")

@@ -55,9 +55,19 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if inv.overflow:
         log.warning("%d devices found, %d published: %d dropped past the cap of %d",
                     inv.total, len(inv.devices), len(inv.overflow), MAX_DEVICES)
-    if not inv.facts.readable:
-        log.warning("storage facts unreadable (%s): no disk is offered", inv.facts.error)
+    note_facts(inv)
     return 0
+
+
+def note_facts(inv: Inventory) -> None:
+    """One line on stderr when no disk is offered: a warning when this host's facts could not
+    be read, a plain line when another machine was given none (its facts are its own)."""
+    if inv.facts.readable:
+        return
+    if not inv.facts.given:
+        print(f"liken-devices: {inv.facts.error}", file=sys.stderr)
+        return
+    log.warning("storage facts unreadable (%s): no disk is offered", inv.facts.error)
 
 
 def table(inv: Inventory) -> str:
@@ -104,7 +114,8 @@ def explain_json(inv: Inventory) -> dict[str, Any]:
     return {
         "published": len(inv.devices),
         "overflow": list(inv.overflow),
-        "facts": {"readable": inv.facts.readable, "error": inv.facts.error},
+        "facts": {"readable": inv.facts.readable, "given": inv.facts.given,
+                  "error": inv.facts.error},
         "hardware": [
             {"path": o.path, "bus": o.bus, "address": o.address, "driver": o.driver,
              "devices": list(o.devices),
@@ -142,7 +153,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
             out.append(f"  {u.message}")
     if not inv.facts.readable:
         out.append("")
-        out.append(f"Storage facts unreadable ({inv.facts.error}): no disk is offered.")
+        out.append(f"{inv.facts.error[0].upper()}{inv.facts.error[1:]}." if not inv.facts.given
+                   and inv.facts.error else
+                   f"Storage facts unreadable ({inv.facts.error}): no disk is offered.")
     if inv.overflow:
         out.append("")
         out.append(f"{inv.total} devices found; {len(inv.overflow)} dropped past the cap of "

@@ -60,6 +60,9 @@ class Facts(NamedTuple):
 
     role_partitions: frozenset[str] | None  # None: the facts could not be read
     error: str | None = None
+    # False for another machine's walk (a recording, another sysfs) given no --facts: its
+    # disks are withheld, and nothing about this host's facts is said (docs/inventory.md).
+    given: bool = True
 
     @property
     def readable(self) -> bool:

@@ -47,7 +47,7 @@ def _timeout(text: str) -> float:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sysfs", type=Path, default=Path("/sys"), help="sysfs root (default /sys)")
     p.add_argument("--recording", type=Path, help="a umockdev recording to read instead of sysfs")
-    p.add_argument("--facts", type=Path, default=Path("/run/liken/facts"), help=argparse.SUPPRESS)
+    p.add_argument("--facts", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--modules-dir", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--hwdata-dir", type=Path, action="append", default=None,
                    help="where pci.ids is (for the name attribute); repeat it to give "
