@@ -299,7 +299,10 @@ class Plugin:
                     out[c.uid] = PrepareOutcome(error=busy)
                 return out
             try:
-                inv = self._walk(claimed=self._claimed_locked())
+                # The claims being prepared count among the node's claims: a Bluetooth claim's
+                # virtual event nodes depend on how many there are (docs/inventory.md).
+                inv = self._walk(claimed=Claimed(self._claimed_locked().names, frozenset(
+                    r.device for _, results in fetched for r in results)))
             except Exception as e:
                 log.exception("walk for prepare failed")
                 for c, _ in fetched:
