@@ -135,6 +135,11 @@ def add_endpoint_args(group: argparse._ActionsContainer, port_also: str = "") ->
                             "sets from the downward API, else 127.0.0.1)")
 
 
+def terminal_width() -> int:
+    """The terminal's columns ($COLUMNS, else the terminal's size, else 80), less two."""
+    return _terminal_width()
+
+
 def _terminal_width() -> int:
     try:
         columns = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size().columns

@@ -153,26 +153,32 @@ def test_a_laptop_recording_keeps_its_keyboard_buttons_jacks_and_camera() -> Non
 
 
 def test_the_explain_command_says_which_numbers_and_whose(
-        laptop: Laptop, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        laptop: Laptop, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The text names the numbers in lines that fit the terminal; -o json names each owner."""
     from liken_devices.cli import main
 
+    monkeypatch.setenv("COLUMNS", "80")
     for d in ("facts/storage", "mods", "hw"):
         (tmp_path / d).mkdir(parents=True)
     args = ["--sysfs", str(laptop.root), "--facts", str(tmp_path / "facts"), "--modules-dir",
             str(tmp_path / "mods"), "--hwdata-dir", str(tmp_path / "hw"), "--node", "laptop-1"]
     assert main(["explain", *args]) == 0
     text = capsys.readouterr().out
-    (line,) = [x for x in text.splitlines() if f"published as {RADIO}" in x]
-    assert "event numbers left out" in line
-    for why in ("13:64 is /dev/input/event0, the node of platform i8042",
-                "13:65 is /dev/input/event1, the node of acpi LNXPWRBN:00",
-                "13:69 is /dev/input/event5, the node of usb 1-2:1.0",
-                "13:84 is /dev/input/event20, the node of pci 0000:00:1f.3"):
-        assert why in line
+    assert max(len(x) for x in text.splitlines()) <= 78
+    entries = text.replace("\n    ", " ").splitlines()  # continuation lines are indented
+    (line,) = [x for x in entries if f"published as {RADIO}" in x]
+    assert ("4 of its 32 event numbers left out as other devices' own: 13:64, 13:65, 13:69, "
+            "13:84 (-o json: leftOut names each owner)") in line
     assert main(["explain", "-o", "json", *args]) == 0
     got = json.loads(capsys.readouterr().out)["leftOut"][RADIO]
     assert [x["hostPath"] for x in got] == ["/dev/input/event0", "/dev/input/event1",
                                             "/dev/input/event5", "/dev/input/event20"]
+    assert [x["why"] for x in got] == [
+        "13:64 is /dev/input/event0, the node of platform i8042",
+        "13:65 is /dev/input/event1, the node of acpi LNXPWRBN:00",
+        "13:69 is /dev/input/event5, the node of usb 1-2:1.0",
+        "13:84 is /dev/input/event20, the node of pci 0000:00:1f.3"]
 
 
 # -- virtual event nodes belong to the adapter they name (decisions.md, round 3) ------------------

@@ -195,6 +195,8 @@ class Inventory(NamedTuple):
     # device and keeps its shape (decisions, "Delivery"). Name -> the nodes its claim keeps
     # (the device's current usbfs node). The plugin resolves these as present, not absent.
     held: Mapping[str, tuple[DevNode, ...]] = MappingProxyType({})
+    # Why the module catalog could not be read (no module can be named for unclaimed hardware).
+    catalog_error: str | None = None
 
     @property
     def total(self) -> int:

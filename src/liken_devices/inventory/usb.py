@@ -107,6 +107,13 @@ class UsbRules:
                 self._held_interface(i, usbfs, kept[i.path])
             else:
                 self._interface(i, usbfs)
+        held = [i.address for i in ifaces if i.dev.driver == "usbfs"]
+        if held and not kept and all(i.dev.driver in (None, "usbfs") for i in ifaces):
+            # The whole device a libusb program holds (seed, "USB devices with no kernel
+            # driver"): out of the slice until the program lets go, then published whole again.
+            self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM,
+                                f"{', '.join(held)} held; published whole again when the "
+                                "program lets go")
 
     def _bus_structure(self, hw: Hardware, ifaces: list[Hardware]) -> bool:
         """Hubs and root hubs are what peripherals attach to (decisions "Which hardware is
@@ -214,7 +221,7 @@ class UsbRules:
             # A libusb program detached the kernel driver and holds the interface (seed "USB
             # devices"): it leaves the slice, but its claim keeps the usbfs node (unless the
             # machine depends on the device: then the claim's node is absent).
-            self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM, "a program holds it through usbfs")
+            self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM, "until the program lets go")
             if usbfs is not None:
                 self.ledger.held[device_name("usb", hw.address)] = (usbfs,)
         else:
