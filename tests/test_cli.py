@@ -308,6 +308,7 @@ def test_a_module_catalog_not_read_is_said_once(capsys: pytest.CaptureFixture[st
     (tmp_path / "no-modules").mkdir()
     (tmp_path / "no-modules" / "modules.alias").write_text("")
     code, out, err = run(capsys, "explain", *args)
+    assert code == 0
     assert "catalog" not in out + err and "no module on this machine matches it" in out
 
 
@@ -336,6 +337,7 @@ def test_explain_of_a_whole_usb_device_a_program_holds(capsys: pytest.CaptureFix
     code, out, _ = run(capsys, "explain", "--sysfs", str(tmp_path / "sys"), "--facts",
                        str(tmp_path), "--modules-dir", str(tmp_path), "--hwdata-dir",
                        str(tmp_path))
+    assert code == 0
     lines = out.splitlines()
     assert "usb 1-3 [usb]: not published: held by a program through usbfs (1-3:1.0 held; "\
         "published whole again when the program lets go)" in lines

@@ -36,7 +36,7 @@ class Ledger:
                  catalogs: Catalogs) -> None:
         self.attributes = attributes
         self.catalogs = catalogs
-        self._catalog_error: str | None | bool = False  # False: not asked yet
+        self._catalog_error: str | bool | None = False  # False: not asked yet
         self.outcomes: list[Outcome] = []
         self.unclaimed: list[Unclaimed] = []
         self.candidates: list[Candidate] = []
