@@ -72,6 +72,16 @@ class Wake(StrEnum):
     CLAIMS = "claims"  # an unprepare ended a claim: walk, what it held publishes as it is now
 
 
+def _same_claims(inv: Inventory, walked: Claimed, claimed: Claimed) -> bool:
+    """Whether a walk told ``walked`` answers for ``claimed``: the same claims held, and the
+    claims being prepared change nothing it decided (only a Bluetooth claim's count matters:
+    docs/inventory.md, "Virtual event nodes belong to the adapter they name")."""
+    if walked == claimed:
+        return True
+    return walked.names == claimed.names and not walked.preparing and not any(
+        d.kind == "bluetooth" and d.name in claimed.preparing for d in inv.devices)
+
+
 class WalkReason(StrEnum):
     """Why a walk ran (the ``reason`` label of the walks metric)."""
 
@@ -325,7 +335,7 @@ class Agent:
         if last is not None and self._uevent_fd is not None:
             inv, seen, stamp, walked_spec, walked_claims = last
             if seen == self._uevents_seen and not self._uevent_pending() \
-                    and walked_spec == spec and walked_claims == claimed \
+                    and walked_spec == spec and _same_claims(inv, walked_claims, claimed) \
                     and facts_stamp(self.config.sources.facts) == stamp:
                 return inv
         return self.config.sources.walk(spec, claimed=claimed)
