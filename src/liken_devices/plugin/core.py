@@ -588,6 +588,7 @@ class Plugin:
     def wait_health(self, version: int, timeout: float) -> tuple[int, tuple[DeviceHealthState,
                                                                               ...]]:
         """Block until the health differs from ``version``, the timeout, or stop."""
+        self.recheck_late()
         with self._health.cond:
             if self._health.version == version and not self.stopping:
                 self._health.cond.wait(timeout)
@@ -608,6 +609,40 @@ class Plugin:
                 self._late.pop((uid, n), None)
                 log.info("claim %s/%s: Bluetooth device %s is healthy again", claim.namespace,
                          claim.name, n)
+
+    def recheck_late(self) -> None:
+        """A late registrant's container may restart with no walk since (a restart sends no
+        uevent): at each health message, a claim whose rewritten spec the runtime has read
+        since is healthy again once its numbers no longer hold the late ones."""
+        with self._lock:
+            if not self._late or self.stopping:
+                return
+        with self._exclusive() as busy:
+            if busy:
+                return
+            dirty = False
+            for (uid, n), found in list(self._late.items()):
+                claim = self._state.claims.get(uid)
+                if claim is None or not late.read_since_written(
+                        cdi.spec_path(self.config.cdi_dir, uid)):
+                    continue
+                started = late.started_events(claim.nodes)
+                if started != claim.started:
+                    claim.started, dirty = started, True
+                held = set(claim.started.get(n, ()))
+                still = tuple(x for x in found if x.node.minor in held)
+                if still:
+                    self._late[(uid, n)] = still
+                else:
+                    del self._late[(uid, n)]
+                    log.info("claim %s/%s: Bluetooth device %s is healthy again: its container "
+                             "restarted with the current set", claim.namespace, claim.name, n)
+            if dirty:
+                try:
+                    self._state.save()
+                except OSError as e:
+                    log.error("saving the plugin state: %s", e)
+            self._update_health_locked()
 
     def late_registrants(self) -> dict[tuple[str, str], tuple[LeftOut, ...]]:
         """(claim UID, device) -> the numbers its running container holds that are now other
