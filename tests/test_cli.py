@@ -202,3 +202,156 @@ def test_a_command_imports_only_its_own_module() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "['liken_devices.cli']"
+
+
+# -- another machine's facts are its own (docs/inventory.md) --------------------------------------
+
+
+def disk_machine(tmp_path: Path) -> Path:
+    """A machine with one SATA disk and one partition."""
+    b = SysfsBuilder(tmp_path / "other" / "sys")
+    sata = b.pci("0000:00:17.0", driver="ahci", cls=0x010601)
+    disk = b.node(sata, "block", "sda", 8, 0, block=True, subdir="block")
+    b.node(disk, "block", "sda1", 8, 1, block=True)
+    return b.root
+
+
+@pytest.mark.parametrize("command", ["scan", "explain", "report", "deliveries"])
+def test_another_machines_facts_are_its_own(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            command: str) -> None:
+    """With --sysfs (another machine) the host's facts root is never read: here it says the
+    disk backs no role, and yet the recorded machine's disk is withheld, with one plain line."""
+    from liken_devices import cliargs
+
+    monkeypatch.setenv("COLUMNS", "1000")  # explain's lines unwrapped
+    host = tmp_path / "host-facts"
+    (host / "storage").mkdir(parents=True)  # the host's facts: no roles at all
+    monkeypatch.setattr(cliargs, "HOST_FACTS", host)
+    read: list[str] = []
+    real_read = cliargs.Sources.context
+
+    def context(self: Any, *a: Any, **k: Any) -> Any:
+        read.append(str(self.facts))
+        return real_read(self, *a, **k)
+
+    monkeypatch.setattr(cliargs.Sources, "context", context)
+    sysfs = disk_machine(tmp_path)
+    code, out, err = run(capsys, command, "--sysfs", str(sysfs), "--node", "n1",
+                         "--modules-dir", str(tmp_path), "--hwdata-dir", str(tmp_path))
+    assert code == 0
+    assert read == ["None"]  # no facts root at all, the host's least of all
+    assert "pci-0000-00-17-0" not in out.replace("pci 0000:00:17.0", "")
+    assert str(host) not in out + err and "/run/liken/facts" not in out + err
+    lines = [x for x in err.splitlines() if x]
+    if command == "scan":
+        assert lines == ["liken-devices: no facts were given for this machine (another "
+                         "machine's facts are its own: --facts DIR), so its disks are withheld"]
+    else:
+        assert "WARNING" not in err
+    if command == "explain":
+        assert out.lower().count("no facts were given for this machine") == 2  # disk, summary
+
+    # Given --facts, that machine's facts decide: a spare disk is offered.
+    own = tmp_path / "its-facts"
+    (own / "storage").mkdir(parents=True)
+    code, out, err = run(capsys, "scan", "--sysfs", str(sysfs), "--facts", str(own),
+                         "--node", "n1", "--modules-dir", str(tmp_path),
+                         "--hwdata-dir", str(tmp_path))
+    assert code == 0 and "pci-0000-00-17-0" in out and err == ""
+
+
+def test_this_hosts_facts_are_read_for_this_host(tmp_path: Path) -> None:
+    from liken_devices.cliargs import HOST_FACTS, Parser, add_inputs, facts_from_args
+
+    p = Parser()
+    add_inputs(p)
+    assert facts_from_args(p.parse_args([])) == HOST_FACTS == Path("/run/liken/facts")
+    assert facts_from_args(p.parse_args(["--sysfs", "/sys"])) == HOST_FACTS
+    assert facts_from_args(p.parse_args(["--sysfs", str(tmp_path)])) is None
+    assert facts_from_args(p.parse_args(["--recording", str(tmp_path / "r")])) is None
+    assert facts_from_args(p.parse_args(["--recording", "r", "--facts", "f"])) == Path("f")
+
+
+# -- what a newcomer meets ------------------------------------------------------------------------
+
+
+def wifi_without_catalog(tmp_path: Path) -> list[str]:
+    b = SysfsBuilder(tmp_path / "sys")
+    b.pci("0000:00:14.3", vendor="8086", device="51f0", cls=0x028000)  # wifi, no driver
+    return ["--sysfs", str(tmp_path / "sys"), "--facts", str(tmp_path), "--modules-dir",
+            str(tmp_path / "no-modules"), "--hwdata-dir", str(tmp_path), "--node", "n1"]
+
+
+def test_a_module_catalog_not_read_is_said_once(capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not "no module on this machine matches it": the truth, that no catalog was read."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    args = wifi_without_catalog(tmp_path)
+    missing = f"{tmp_path / 'no-modules' / 'modules.alias'}: No such file or directory"
+    code, out, err = run(capsys, "scan", *args)
+    assert err.splitlines() == [
+        f"liken-devices: the module catalog was not read ({missing}): no module can be named "
+        "for unclaimed hardware (--modules-dir DIR)"]
+    code, out, err = run(capsys, "explain", *args)
+    assert "no module on this machine" not in out
+    assert ("pci 0000:00:14.3 has no driver bound; no module can be named for it: the module "
+            "catalog was not read") in out
+    assert out.count(missing) == 1
+    code, out, err = run(capsys, "report", *args)
+    assert "no module on this machine" not in out and out.count(missing) == 1
+    assert "  #   no module named: the module catalog was not read" in out
+    code, out, _ = run(capsys, "explain", "-o", "json", *args)
+    assert json.loads(out)["moduleCatalog"] == {"read": False, "error": missing}
+    # With the catalog there, nothing of this is said.
+    (tmp_path / "no-modules").mkdir()
+    (tmp_path / "no-modules" / "modules.alias").write_text("")
+    code, out, err = run(capsys, "explain", *args)
+    assert code == 0
+    assert "catalog" not in out + err and "no module on this machine matches it" in out
+
+
+def test_report_with_nothing_unclaimed_says_so(capsys: pytest.CaptureFixture[str],
+                                              tmp_path: Path) -> None:
+    b = SysfsBuilder(tmp_path / "sys")
+    b.gpu()
+    code, out, _ = run(capsys, "report", "--sysfs", str(tmp_path / "sys"), "--facts",
+                       str(tmp_path), "--modules-dir", str(tmp_path), "--hwdata-dir",
+                       str(tmp_path), "--node", "n1")
+    assert code == 0
+    assert out.splitlines()[-2:] == [
+        "  modules:",
+        "  # nothing unclaimed: every piece of hardware has a driver or needs none"]
+    assert yaml.safe_load(out)["kind"] == "Machine"
+
+
+def test_explain_of_a_whole_usb_device_a_program_holds(capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line for the held whole device, and its interface's line says nothing twice."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    b = SysfsBuilder(tmp_path / "sys")
+    usb = b.usb_device("1-3", devnum=5)
+    b.usb_interface(usb, "1.0", driver="usbfs", cls=0x0B)
+    code, out, _ = run(capsys, "explain", "--sysfs", str(tmp_path / "sys"), "--facts",
+                       str(tmp_path), "--modules-dir", str(tmp_path), "--hwdata-dir",
+                       str(tmp_path))
+    assert code == 0
+    lines = out.splitlines()
+    assert "usb 1-3 [usb]: not published: held by a program through usbfs (1-3:1.0 held; "\
+        "published whole again when the program lets go)" in lines
+    assert "usb 1-3:1.0 [usbfs]: not published: held by a program through usbfs (until the "\
+        "program lets go)" in lines
+    for line in lines:  # no phrase of four words or more said twice in one line
+        words = line.replace("(", " ").replace(")", " ").split()
+        grams = [" ".join(words[i:i + 4]) for i in range(len(words) - 3)]
+        assert len(grams) == len(set(grams)), line
+
+
+def test_explain_lines_fit_the_terminal(capsys: pytest.CaptureFixture[str], machine: list[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    code, out, _ = run(capsys, "explain", *machine)
+    assert code == 0 and max(len(x) for x in out.splitlines()) <= 58
+    assert any(x.startswith("    ") for x in out.splitlines())  # a long one continued

@@ -116,3 +116,15 @@ def test_sweep_removes_only_our_temp_files(tmp_path: Path) -> None:
     (tmp_path / ".claims.json.9.dir.tmp").mkdir()
     assert sweep_temp(tmp_path, "claims.json") == sorted(ours)
     assert sorted(os.listdir(tmp_path)) == sorted([*others, ".claims.json.9.dir.tmp"])
+
+
+def test_a_write_that_changes_nothing_leaves_the_access_time(tmp_path: Path) -> None:
+    """The comparison read is O_NOATIME: a CDI spec's access time tells the runtime's reads."""
+    from liken_devices.files import write_atomic
+
+    path = tmp_path / "spec.json"
+    assert write_atomic(path, b"{}\n", mode=0o644)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_mtime_ns - 10_000_000_000, st.st_mtime_ns))  # read long ago
+    assert not write_atomic(path, b"{}\n", mode=0o644)
+    assert os.stat(path).st_atime_ns == st.st_mtime_ns - 10_000_000_000

@@ -18,7 +18,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import __version__, logs
-from .cliargs import Parser, dump, inputs_parent, node_from_args, run_command, sources_from_args
+from .cliargs import (
+    Parser,
+    dump,
+    inputs_parent,
+    node_from_args,
+    run_command,
+    sources_from_args,
+    terminal_width,
+)
 from .inventory import Inventory, Sources
 from .inventory.limits import DRIVER, MAX_DEVICES
 from .slices import devices_json, ensure_valid, make_slice
@@ -56,9 +64,30 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if inv.overflow:
         log.warning("%d devices found, %d published: %d dropped past the cap of %d",
                     inv.total, len(inv.devices), len(inv.overflow), MAX_DEVICES)
-    if not inv.facts.readable:
-        log.warning("storage facts unreadable (%s): no disk is offered", inv.facts.error)
+    note_facts(inv)
+    line = catalog_line(inv)
+    if line is not None:
+        print(f"liken-devices: {line}", file=sys.stderr)
     return 0
+
+
+def catalog_line(inv: Inventory) -> str | None:
+    """The one line that says no module can be named because the catalog was not read."""
+    if inv.catalog_error is None:
+        return None
+    return (f"the module catalog was not read ({inv.catalog_error}): no module can be named "
+            "for unclaimed hardware (--modules-dir DIR)")
+
+
+def note_facts(inv: Inventory) -> None:
+    """One line on stderr when no disk is offered: a warning when this host's facts could not
+    be read, a plain line when another machine was given none (its facts are its own)."""
+    if inv.facts.readable:
+        return
+    if not inv.facts.given:
+        print(f"liken-devices: {inv.facts.error}", file=sys.stderr)
+        return
+    log.warning("storage facts unreadable (%s): no disk is offered", inv.facts.error)
 
 
 def table(inv: Inventory) -> str:
@@ -107,7 +136,9 @@ def explain_json(inv: Inventory) -> dict[str, Any]:
     return {
         "published": len(inv.devices),
         "overflow": list(inv.overflow),
-        "facts": {"readable": inv.facts.readable, "error": inv.facts.error},
+        "facts": {"readable": inv.facts.readable, "given": inv.facts.given,
+                  "error": inv.facts.error},
+        "moduleCatalog": {"read": inv.catalog_error is None, "error": inv.catalog_error},
         "hardware": [
             {"path": o.path, "bus": o.bus, "address": o.address, "driver": o.driver,
              "devices": list(o.devices),
@@ -130,11 +161,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
         sys.stdout.write(dump(explain_json(inv), args.output))
         return 0
     out: list[str] = []
+    left_out = {d.name: d.left_out for d in inv.devices if d.left_out}
     for o in sorted(inv.outcomes, key=lambda o: (o.reason is not None, o.bus, o.address)):
         head = f"{o.bus} {o.address}" + (f" [{o.driver}]" if o.driver else " [no driver]")
         if o.devices:
+            detail = o.detail
+            left = [x for name in o.devices for x in left_out.get(name, ())]
+            if left:
+                # A Bluetooth adapter's numbers and owners are a screenful: -o json has them.
+                detail = (f"Bluetooth adapter; {len(left)} of its 32 event numbers left out as "
+                          f"other devices' own: {', '.join(f'13:{x.node.minor}' for x in left)} "
+                          "(-o json: leftOut names each owner)")
             out.append(f"{head}: published as {', '.join(o.devices)}"
-                       + (f" ({o.detail})" if o.detail else ""))
+                       + (f" ({detail})" if detail else ""))
         else:
             out.append(f"{head}: not published: {o.reason}" + (f" ({o.detail})" if o.detail
                                                                  else ""))
@@ -143,15 +182,32 @@ def cmd_explain(args: argparse.Namespace) -> int:
         out.append("Unclaimed hardware:")
         for u in inv.unclaimed:
             out.append(f"  {u.message}")
+    line = catalog_line(inv)
+    if line is not None:
+        out.append("")
+        out.append(line[0].upper() + line[1:] + ".")
     if not inv.facts.readable:
         out.append("")
-        out.append(f"Storage facts unreadable ({inv.facts.error}): no disk is offered.")
+        out.append(f"{inv.facts.error[0].upper()}{inv.facts.error[1:]}." if not inv.facts.given
+                   and inv.facts.error else
+                   f"Storage facts unreadable ({inv.facts.error}): no disk is offered.")
     if inv.overflow:
         out.append("")
         out.append(f"{inv.total} devices found; {len(inv.overflow)} dropped past the cap of "
                    f"{MAX_DEVICES}: " + ", ".join(inv.overflow))
-    sys.stdout.write("\n".join(clean(line) for line in out) + "\n")
+    sys.stdout.write("".join(fit(clean(line)) + "\n" for line in out))
     return 0
+
+
+def fit(line: str, width: int | None = None) -> str:
+    """A line of ``explain`` wrapped to the terminal's width, continued indented."""
+    import textwrap  # only for explain's text
+
+    width = width or terminal_width()
+    if len(line) <= width:
+        return line
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent="    ",
+                                    break_long_words=True, break_on_hyphens=False))
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -171,6 +227,11 @@ def report_text(node: str, inv: Inventory, declared: Sequence[str],
         "  modules:",
     ]
     lines += [f"  - {json.dumps(m)}" for m in declared]
+    if not inv.unclaimed:
+        lines.append("  # nothing unclaimed: every piece of hardware has a driver or needs none")
+    unread = catalog_line(inv)
+    if unread is not None and inv.unclaimed:
+        lines.append(f"  # {unread}")
     for u in inv.unclaimed:
         label = " ".join(x for x in (u.bus, u.address) if x)
         what = ", ".join(x for x in (u.name, u.class_) if x)
@@ -178,6 +239,8 @@ def report_text(node: str, inv: Inventory, declared: Sequence[str],
                      + (f" ({u.modalias})" if u.modalias else ""))
         if u.candidates:
             lines += [f"  # - {m}" for m in u.candidates if m not in declared]
+        elif unread is not None:
+            lines.append("  #   no module named: the module catalog was not read")
         else:
             lines.append("  #   no module on this machine matches it")
     if serio:

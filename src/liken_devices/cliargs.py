@@ -39,6 +39,8 @@ __all__ = [
     "sources_from_args",
 ]
 
+# This host's facts, which init writes.
+HOST_FACTS = Path("/run/liken/facts")
 # The environment variable a DaemonSet sets from the downward API (spec.nodeName).
 NODE_NAME_ENV = "NODE_NAME"
 # A Node's name is a DNS-1123 subdomain: at most 253 characters, dot-separated labels of
@@ -102,9 +104,11 @@ def add_inputs(parser: argparse.ArgumentParser, *, machine: bool = True) -> None
     g.add_argument("--recording", type=Path, metavar="FILE",
                    help="read a umockdev recording (umockdev-record's text format) instead of "
                         "--sysfs")
-    g.add_argument("--facts", type=Path, default=Path("/run/liken/facts"), metavar="DIR",
+    g.add_argument("--facts", type=Path, default=None, metavar="DIR",
                    help="init's facts tree; storage roles are storage/<role>/device "
-                        "(default: /run/liken/facts). Unreadable facts: no disk is offered")
+                        f"(default: {HOST_FACTS} for this host; none for another machine's "
+                        "--recording or --sysfs, whose disks are then withheld). Unreadable "
+                        "facts: no disk is offered")
     if machine:
         g.add_argument("--machine", type=Path, metavar="FILE",
                        help="a Machine manifest (or just its spec) in YAML: spec.modules, "
@@ -129,6 +133,11 @@ def add_endpoint_args(group: argparse._ActionsContainer, port_also: str = "") ->
     group.add_argument("--metrics-addr", default=None, metavar="ADDR",
                        help="the endpoint's address (default: $POD_IP, which the DaemonSet "
                             "sets from the downward API, else 127.0.0.1)")
+
+
+def terminal_width() -> int:
+    """The terminal's columns ($COLUMNS, else the terminal's size, else 80), less two."""
+    return _terminal_width()
 
 
 def _terminal_width() -> int:
@@ -163,11 +172,29 @@ def inputs_parent() -> argparse.ArgumentParser:
     return p
 
 
+def another_machine(args: argparse.Namespace) -> bool:
+    """Whether the options read a machine that is not this host: a recording, or a sysfs tree
+    other than /sys."""
+    if getattr(args, "recording", None) is not None:
+        return True
+    sysfs = getattr(args, "sysfs", None)
+    return sysfs is not None and os.path.realpath(sysfs) != os.path.realpath("/sys")
+
+
+def facts_from_args(args: argparse.Namespace) -> Path | None:
+    """``--facts DIR``; else this host's facts for this host, and none for another machine
+    (docs/inventory.md, "Another machine's facts are its own": its disks are withheld)."""
+    given: Path | None = getattr(args, "facts", None)
+    if given is not None:
+        return given
+    return None if another_machine(args) else HOST_FACTS
+
+
 def sources_from_args(args: argparse.Namespace) -> Sources:
     """Where the parsed options say each walk reads from."""
     return Sources(
         sysfs=args.sysfs,
-        facts=args.facts,
+        facts=facts_from_args(args),
         machine_file=getattr(args, "machine", None),
         modules_dir=args.modules_dir or default_modules_dir(),
         hwdata_dir=tuple(args.hwdata_dir) if args.hwdata_dir else default_hwdata_dir(),

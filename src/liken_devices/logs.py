@@ -45,8 +45,12 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False)
 
 
-def add_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    parser.add_argument("--log-format", choices=FORMATS, default="text",
+def add_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *,
+               inherit: bool = False) -> None:
+    """``--log-format``; ``inherit``: a sub-command's copy, which leaves the main one's value
+    alone unless given."""
+    parser.add_argument("--log-format", choices=FORMATS,
+                        default=argparse.SUPPRESS if inherit else "text",
                         help="log lines as text (time, level, logger, message) or as one JSON "
                              "object per line (default: text)")
 

@@ -82,3 +82,28 @@ def test_without_a_uevent_socket_prepare_always_walks(node: FixtureNode) -> None
 
     agent = Agent(AgentConfig(node="n", sources=node.sources()))
     assert agent.fresh_walk(claimed=NO_CLAIMS) is not agent.fresh_walk(claimed=NO_CLAIMS)
+
+
+def test_claims_being_prepared_walk_again_only_for_a_bluetooth_device(
+        api: FakeApiServer, node: FixtureNode, tmp_path: Path) -> None:
+    """The claims a prepare is resolving change only a Bluetooth claim's count (virtual event
+    nodes): the last walk still answers for the others."""
+    usb = node.builder.usb_device("2-1", busnum=2, devnum=7)
+    radio = node.builder.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+    node.builder.device(radio, "hci0", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth")
+    run = start(api, node, tmp_path)
+    try:
+        agent = run.agent
+        deadline = time.monotonic() + 30
+        while True:  # a quiet moment after a walk (other uevents of this machine may come)
+            last = agent.inventory
+            if last is not None and agent.fresh_walk(
+                    claimed=Claimed(frozenset(), frozenset({"pci-0000-00-02-0"}))) is last:
+                break
+            assert time.monotonic() < deadline, "never reused"
+            time.sleep(0.2)
+        assert "usb-2-1-1-0" in last.by_name()
+        assert agent.fresh_walk(claimed=Claimed(frozenset(), frozenset({"usb-2-1-1-0"}))) \
+            is not last
+    finally:
+        run.stop()

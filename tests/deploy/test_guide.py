@@ -192,3 +192,15 @@ def test_smart_card_class_leaves_a_real_laptops_fingerprint_processor() -> None:
     inv = real("udevdb-only/checkbox-dell-latitudee6430-udevdb.umockdev")
     assert "usb-2-1-8" in inv.by_name()
     assert claim("smart-card-reader.yaml", liken(inv)) == []
+
+
+def test_the_bluetooth_docs_match_the_rule_and_say_when_to_declare_uhid() -> None:
+    """No promise of "the 32 legacy input event nodes" where numbers are left out; when to
+    declare uhid (Bluetooth LE input) and what fails without it."""
+    example = (REPO / "docs" / "examples" / "bluetooth.yaml").read_text()
+    for text in (GUIDE.read_text(), example):
+        flat = " ".join(text.replace("#", " ").split())
+        assert "32 legacy input event nodes" not in flat
+        assert "left out" in flat
+        assert "uhid" in flat and "input-hog profile accept failed" in flat
+        assert "LE input" in flat

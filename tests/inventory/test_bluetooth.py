@@ -153,23 +153,96 @@ def test_a_laptop_recording_keeps_its_keyboard_buttons_jacks_and_camera() -> Non
 
 
 def test_the_explain_command_says_which_numbers_and_whose(
-        laptop: Laptop, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        laptop: Laptop, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The text names the numbers in lines that fit the terminal; -o json names each owner."""
     from liken_devices.cli import main
 
+    monkeypatch.setenv("COLUMNS", "80")
     for d in ("facts/storage", "mods", "hw"):
         (tmp_path / d).mkdir(parents=True)
     args = ["--sysfs", str(laptop.root), "--facts", str(tmp_path / "facts"), "--modules-dir",
             str(tmp_path / "mods"), "--hwdata-dir", str(tmp_path / "hw"), "--node", "laptop-1"]
     assert main(["explain", *args]) == 0
     text = capsys.readouterr().out
-    (line,) = [x for x in text.splitlines() if f"published as {RADIO}" in x]
-    assert "event numbers left out" in line
-    for why in ("13:64 is /dev/input/event0, the node of platform i8042",
-                "13:65 is /dev/input/event1, the node of acpi LNXPWRBN:00",
-                "13:69 is /dev/input/event5, the node of usb 1-2:1.0",
-                "13:84 is /dev/input/event20, the node of pci 0000:00:1f.3"):
-        assert why in line
+    assert max(len(x) for x in text.splitlines()) <= 78
+    entries = text.replace("\n    ", " ").splitlines()  # continuation lines are indented
+    (line,) = [x for x in entries if f"published as {RADIO}" in x]
+    assert ("4 of its 32 event numbers left out as other devices' own: 13:64, 13:65, 13:69, "
+            "13:84 (-o json: leftOut names each owner)") in line
     assert main(["explain", "-o", "json", *args]) == 0
     got = json.loads(capsys.readouterr().out)["leftOut"][RADIO]
     assert [x["hostPath"] for x in got] == ["/dev/input/event0", "/dev/input/event1",
                                             "/dev/input/event5", "/dev/input/event20"]
+    assert [x["why"] for x in got] == [
+        "13:64 is /dev/input/event0, the node of platform i8042",
+        "13:65 is /dev/input/event1, the node of acpi LNXPWRBN:00",
+        "13:69 is /dev/input/event5, the node of usb 1-2:1.0",
+        "13:84 is /dev/input/event20, the node of pci 0000:00:1f.3"]
+
+
+# -- virtual event nodes belong to the adapter they name (decisions.md, round 3) ------------------
+
+RADIO_ADDR = "00:1a:7d:da:71:13"
+SECOND_ADDR = "5c:f3:70:8a:11:22"
+SECOND = "usb-1-9-1-0"
+
+
+def two_radios(laptop: Laptop) -> None:
+    """Two adapters with their addresses; BlueZ's uhid devices name each in ``phys``."""
+    b = laptop.b
+    hci0 = laptop.b.dir(laptop.radio) / "bluetooth" / "hci0"
+    (hci0 / "address").write_text(RADIO_ADDR.upper() + "\n")  # as older kernels list it
+    usb = b.usb_device("1-9", devnum=5)
+    radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+    b.device(radio, "hci1", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth",
+             attrs={"address": SECOND_ADDR})
+    uhid = "/devices/virtual/misc/uhid"
+    for n, addr, name in ((8, RADIO_ADDR, "first's keyboard"), (9, SECOND_ADDR, "second's mouse")):
+        inp = b.device(f"{uhid}/0005:046D:B01A.000{n}", f"input{100 + n}", "input",
+                       {"NAME": f'"{name}"', "PHYS": f'"{addr}"'}, subdir="input")
+        b.node(inp, "input", f"event{n}", 13, 64 + n, devname=f"input/event{n}")
+
+
+def claimed_inventory(laptop: Laptop, *names: str) -> Inventory:
+    from liken_devices.inventory.model import Claimed
+
+    ctx = Context(Facts(frozenset()), MachineSpec())
+    return build_inventory(read_sysfs(laptop.root), ctx, claimed=Claimed(frozenset(names)))
+
+
+def test_a_virtual_node_naming_an_adapter_is_that_adapters_alone(laptop: Laptop) -> None:
+    two_radios(laptop)
+    for inv in (laptop.inventory(), claimed_inventory(laptop, RADIO, SECOND)):
+        assert 8 in events(inv, RADIO) and 8 not in events(inv, SECOND)
+        assert 9 in events(inv, SECOND) and 9 not in events(inv, RADIO)
+        (theirs,) = [x for x in inv.by_name()[RADIO].left_out if x.node.minor == 73]
+        assert theirs.owner.startswith(f"Bluetooth adapter {SECOND} ")
+        assert "phys is its address" in theirs.why()
+
+
+def test_a_virtual_node_naming_no_adapter_stays_in_for_one_claim_only(laptop: Laptop) -> None:
+    """The key remapper's uinput device (event2) and the uhid device with no phys (event3)."""
+    two_radios(laptop)
+    for inv in (laptop.inventory(), claimed_inventory(laptop, RADIO),
+                claimed_inventory(laptop, "usb-1-2-1-0", SECOND)):
+        assert {2, 3} <= set(events(inv, RADIO)) and {2, 3} <= set(events(inv, SECOND))
+    inv = claimed_inventory(laptop, RADIO, SECOND)  # two tenants: in neither
+    for radio in (RADIO, SECOND):
+        assert not {2, 3} & set(events(inv, radio))
+        why = {x.node.minor: x.why() for x in inv.by_name()[radio].left_out}
+        assert "names no adapter" in why[66] and "2 Bluetooth claims" in why[67]
+    (o,) = [o for o in inv.outcomes if o.devices == (RADIO,)]
+    assert "13:66 is /dev/input/event2" in o.detail
+
+
+def test_the_kernels_answer_for_an_adapters_address() -> None:
+    """HCIGETDEVINFO's struct hci_dev_info: dev_id, name[8], then bdaddr least significant first."""
+    from liken_devices.sysfs.hci import HCIGETDEVINFO, hci_address, parse_dev_info
+
+    assert HCIGETDEVINFO == 0x800448D3
+    info = b"\x00\x00hci0\x00\x00\x00\x00" + bytes([0x13, 0x71, 0xDA, 0x7D, 0x1A, 0x00]) + \
+        bytes(76)
+    assert parse_dev_info(info) == RADIO_ADDR
+    assert parse_dev_info(bytes(92)) is None and parse_dev_info(b"short") is None
+    assert hci_address(99) is None  # no such adapter (or no Bluetooth here): none named

@@ -157,6 +157,21 @@ def test_tpm_nodes_are_never_delivered(b: SysfsBuilder, scan: Scan) -> None:
     assert device_name("platform", "MSFT0101:00") == "platform-msft0101-00"
 
 
+def test_watchdogs_are_the_machines(b: SysfsBuilder, scan: Scan) -> None:
+    """decisions, "Watchdogs are the machine's": /dev/watchdog* is reserved like the console; a
+    device whose only nodes are watchdogs is not published, another keeps its other nodes."""
+    tco = b.board("platform", "iTCO_wdt", driver="iTCO_wdt")
+    b.node(tco, "watchdog", "watchdog0", 247, 0, subdir="watchdog")
+    b.node(tco, "misc", "watchdog", 10, 130, subdir="misc")
+    ipmi = b.pci("0000:00:1f.4", driver="ipmi_si", cls=0x0C0700)
+    b.node(ipmi, "watchdog", "watchdog1", 247, 1, subdir="watchdog")
+    b.node(ipmi, "ipmi", "ipmi0", 239, 0, subdir="ipmi")
+    inv = scan()
+    assert names(inv) == ["pci-0000-00-1f-4"]
+    assert reason(inv, "iTCO_wdt") == Reason.ONLY_RESERVED
+    assert paths(inv, "pci-0000-00-1f-4") == ["/dev/ipmi0"]
+
+
 def test_reserved_node_dropped_rest_published(b: SysfsBuilder, scan: Scan) -> None:
     """decisions: reserved nodes are dropped; the device keeps the rest of its own nodes."""
     lpc = b.pci("0000:00:16.3", driver="serial", cls=0x070002)
@@ -342,6 +357,25 @@ def test_gpu_splits_render_shared_and_display_exclusive(b: SysfsBuilder, scan: S
     assert all(n.name != "fb0" for d in inv.devices for n in d.nodes)
     # Every device of the card carries the card's address, so matchAttribute pairs them.
     assert {d.attributes["address"] for d in inv.devices} == {"0000:00:02.0"}
+
+
+def test_usb_gpu_shared_render_half_carries_no_usbfs(b: SysfsBuilder, scan: Scan) -> None:
+    """decisions, "The shared render half of a USB GPU carries no usbfs node": usbfs gives control
+    of the whole device, which no shared claim may have; the exclusive display half carries it."""
+    usb = b.usb_device("3-1", busnum=3, devnum=4, vendor="1d5c", product="2000")
+    iface = b.usb_interface(usb, "1.0", driver="gud", cls=0xFF)
+    b.node(iface, "drm", "card1", 226, 1, devname="dri/card1", subdir="drm")
+    b.node(iface, "drm", "renderD129", 226, 129, devname="dri/renderD129", subdir="drm")
+    inv = scan()
+    assert names(inv) == ["usb-3-1-1-0", "usb-3-1-1-0-display"]
+    render = dev(inv, "usb-3-1-1-0")
+    assert render.shareable
+    assert paths(inv, "usb-3-1-1-0") == ["/dev/dri/renderD129"]
+    display = dev(inv, "usb-3-1-1-0-display")
+    assert not display.shareable
+    assert paths(inv, "usb-3-1-1-0-display") == ["/dev/dri/card1", "/dev/bus/usb/003/004"]
+    # Property: no shareable device of any shape delivers a usbfs node (major 189).
+    assert not [n for d in inv.devices if d.shareable for n in d.nodes if n.major == 189]
 
 
 def test_gpu_without_render_node_publishes_only_display(b: SysfsBuilder, scan: Scan) -> None:

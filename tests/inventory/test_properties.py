@@ -32,6 +32,7 @@ from tests.support.sysfs_builder import SysfsBuilder
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 TPM = re.compile(r"^tpm(rm)?\d+$")
+WATCHDOG = re.compile(r"^watchdog\d*$")
 
 
 def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
@@ -44,6 +45,9 @@ def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
         assert n.name not in console, f"{d.name} delivers the console {n.path}"
         assert n.name != "rtc0", f"{d.name} delivers /dev/rtc0"
         assert not TPM.match(n.name.rsplit("/", 1)[-1]), f"{d.name} delivers TPM {n.path}"
+        assert not WATCHDOG.match(n.name), f"{d.name} delivers the watchdog {n.path}"
+        # usbfs (char 189) gives the whole USB device: never to a device several claims share.
+        assert not (d.shareable and n.major == 189), f"shared {d.name} delivers usbfs {n.path}"
         assert n.name not in serio_ttys, f"{d.name} delivers serio-attached {n.path}"
         if n.type == "b":
             assert roles is not None, f"{d.name} delivers {n.path} with unreadable facts"
@@ -162,7 +166,8 @@ def check_machine_usb_devices(snap: Snapshot, ctx: Context, inv: Inventory) -> N
 # -- generated machines ---------------------------------------------------------------------------
 
 NODE_KINDS = ["card", "render", "i2c-dev", "drm_dp_aux_dev", "graphics", "sound", "jack", "input",
-              "tty", "block", "tpm", "tpmrm", "rtc", "hidraw", "misc", "cec", "video4linux"]
+              "tty", "block", "tpm", "tpmrm", "rtc", "hidraw", "misc", "cec", "video4linux",
+              "watchdog"]
 
 
 def node_dev(parent: str, kind: str, i: int) -> SysDevice:
@@ -180,6 +185,7 @@ def node_dev(parent: str, kind: str, i: int) -> SysDevice:
         "rtc": ("rtc", f"rtc{i}", 250, i), "hidraw": ("hidraw", f"hidraw{i}", 240, i),
         "misc": ("misc", f"misc{i}", 10, 100 + i), "cec": ("cec", f"cec{i}", 242, i),
         "video4linux": ("video4linux", f"video{i}", 81, i),
+        "watchdog": ("watchdog", f"watchdog{i}" if i else "watchdog", 247, i),
     }
     sub, name, major, minor = table[kind]
     short = name.rsplit("/", 1)[-1]
@@ -267,7 +273,8 @@ def test_invariants_hold_for_generated_machines(machine: tuple[Snapshot, Context
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(["gpu", "hda", "hid", "bt", "tpm", "rtc", "disk"]), max_size=6),
+@given(st.lists(st.sampled_from(["gpu", "hda", "hid", "bt", "tpm", "rtc", "disk", "wdt"]),
+                max_size=6),
        st.booleans())
 def test_invariants_hold_for_generated_trees_on_disk(tmp_path_factory: pytest.TempPathFactory,
                                                     parts: list[str], facts: bool) -> None:
@@ -289,6 +296,9 @@ def test_invariants_hold_for_generated_trees_on_disk(tmp_path_factory: pytest.Te
         elif part == "tpm":
             t = b.board("platform", f"MSFT0101:0{i}", driver="tpm_crb")
             b.node(t, "tpm", f"tpm{i}", 10, 224, subdir="tpm")
+        elif part == "wdt":
+            w = b.board("platform", f"iTCO_wdt.{i}", driver="iTCO_wdt")
+            b.node(w, "watchdog", f"watchdog{i}", 247, i, subdir="watchdog")
         elif part == "rtc":
             r = b.board("pnp", f"00:0{i}", driver="rtc_cmos")
             b.node(r, "rtc", "rtc0", 250, 0, subdir="rtc")

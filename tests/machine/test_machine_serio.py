@@ -415,3 +415,105 @@ def test_two_entries_matching_one_line(tmp_path: Path, ptys: list[Pty]) -> None:
         assert mgr.attach_calls == 1
     finally:
         mgr.close()
+
+
+# -- a line another process holds (docs/machine.md, "Upgrades and restarts") ----------------------
+
+
+def with_port(devices: dict[str, SysDevice]) -> dict[str, SysDevice]:
+    """What serport registers under the tty while a process reads the line."""
+    tty = next(p for p, d in devices.items() if d.subsystem == "tty")
+    port = f"{tty}/serio0"
+    return {**devices, port: SysDevice(port, "serio", "pulse8-cec", {"SERIO_PROTO": "40"})}
+
+
+class BusyHolder:
+    """A holder whose read failed as serport fails a second reader: status BUSY."""
+
+    pid = 0
+
+    def poll(self) -> int | None:
+        return 3
+
+    def wait(self) -> int:
+        return 3
+
+    def release(self) -> None:
+        pass
+
+    def exit_message(self) -> str:
+        return "read on the line failed: [Errno 16] Device or resource busy"
+
+
+def test_a_line_another_process_holds_is_waiting_and_untouched(tmp_path: Path,
+                                                               ptys: list[Pty]) -> None:
+    pty = new_pty(ptys)
+    plug(tmp_path, "ttyACM0", pty)
+    ops = Recorder(fake_serio=True)
+    mgr = SerioManager(ops, dev_root=tmp_path)
+    plain = adapter_devices("1-2", "ttyACM0", pty, "2548", "1002", None, 5)
+    try:
+        for _ in range(3):  # every walk while the other holds it: Waiting, nothing opened
+            rows = mgr.apply((PULSE8,), Snapshot(with_port(plain)))
+            assert [(r["tty"], r["state"]) for r in rows] == [("ttyACM0", "Waiting")]
+            assert "held by another process" in rows[0]["message"]
+            assert ops.calls == []
+            assert mgr.waiting_for_release()
+            assert serio_condition(rows, 1)["reason"] == "LineHeldElsewhere"
+        rows = mgr.apply((PULSE8,), Snapshot(plain))  # released: the port is gone
+        assert rows[0]["state"] == "Attached"
+        assert not mgr.waiting_for_release()
+    finally:
+        mgr.close()
+
+
+def test_a_holder_refused_with_ebusy_is_waiting_and_tried_at_every_walk(
+        tmp_path: Path, ptys: list[Pty]) -> None:
+    """The other reader came first (the walk did not see its port yet): serport's EBUSY is
+    Waiting, never Failed, and the next walk tries again."""
+    pty = new_pty(ptys)
+    plug(tmp_path, "ttyACM0", pty)
+    busy = [True]
+
+    class Ops(Recorder):
+        def spawn_holder(self, fd: int) -> Holder:
+            if busy[0]:
+                self.calls.append(("spawn_holder",))
+                return BusyHolder()
+            return super().spawn_holder(fd)
+
+    ops = Ops(fake_serio=True)
+    mgr = SerioManager(ops, dev_root=tmp_path)
+    snap = Snapshot(adapter_devices("1-2", "ttyACM0", pty, "2548", "1002", None, 5))
+    try:
+        for attempt in (1, 2):
+            rows = mgr.apply((PULSE8,), snap)
+            assert rows[0]["state"] == "Waiting", rows
+            assert "held by another process" in rows[0]["message"]
+            assert mgr.attach_calls == attempt
+        busy[0] = False
+        assert mgr.apply((PULSE8,), snap)[0]["state"] == "Attached"
+        assert mgr.attach_calls == 3
+    finally:
+        mgr.close()
+
+
+def test_holder_exits_busy_on_ebusy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """serport_ldisc_read returns EBUSY to a second reader: the holder's status says so."""
+    from liken_devices.machine import holder
+
+    r, w = os.pipe()
+    monkeypatch.setattr(holder, "_watch_lifeline", lambda fd: None)
+
+    def read(fd: int, n: int) -> bytes:
+        raise OSError(errno.EBUSY, os.strerror(errno.EBUSY))
+
+    monkeypatch.setattr(holder.os, "read", read)
+    try:
+        assert holder.main([str(r), str(w)]) == holder.BUSY == 3
+        monkeypatch.setattr(holder.os, "read", lambda fd, n: (_ for _ in ()).throw(
+            OSError(errno.EIO, "Input/output error")))
+        assert holder.main([str(r), str(w)]) == 1
+    finally:
+        os.close(r)
+        os.close(w)

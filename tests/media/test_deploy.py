@@ -82,7 +82,13 @@ def test_daemonset_gets_render_nodes_through_its_own_claim() -> None:
     assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False
     assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 65532  # the image's user
     assert sc["capabilities"]["drop"] == ["ALL"]
-    assert not any("hostPath" in v for v in pod.get("volumes", []))
+    # One host path: the host's /usr/share, read-only, for its pci.ids (the render nodes' names).
+    host = [v for v in pod.get("volumes", []) if "hostPath" in v]
+    assert [v["hostPath"]["path"] for v in host] == ["/usr/share"]
+    assert [(m["mountPath"], m.get("readOnly")) for m in container["volumeMounts"]
+            if m["name"] == host[0]["name"]] == [("/host/usr/share", True)]
+    assert container["args"][-4:] == ["--hwdata-dir", "/host/usr/share/hwdata",
+                                      "--hwdata-dir", "/usr/share/hwdata"]
     assert not pod.get("hostPID") and not pod.get("hostNetwork") and not pod.get("hostIPC")
     assert pod["serviceAccountName"] == "media-capabilities"
 

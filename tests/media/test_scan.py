@@ -221,3 +221,38 @@ def test_console_script_table_version_and_json_logs(machine: Machine) -> None:
     records = [json.loads(x) for x in proc.stderr.splitlines()]
     assert sum(r["msg"].startswith("capabilities: pci-0000-00-02-0 (") for r in records) == 1
     assert all(r["level"] in ("INFO", "WARNING") and r["time"].endswith("Z") for r in records)
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_verbose_after_the_command_as_in_liken_devices(machine: Machine, where: str,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """``liken-media scan -v`` is accepted as ``liken-devices scan -v`` is."""
+    machine.gpu("0000:00:02.0", 128, CAPS / "amd-polaris-mesa.txt")
+    caplog.set_level("DEBUG", logger="liken_devices.media")
+    argv = ["-v", *machine.args()] if where == "before" else [*machine.args(), "-v"]
+    with redirect_stdout(io.StringIO()):
+        assert main(argv) == 0
+    assert any("libva info" in m for m in caplog.messages)
+
+
+def test_both_programs_share_the_help_conventions() -> None:
+    """Every sub-command has a description, -v/--verbose and --log-format, and the options both
+    programs take have the same names and metavars."""
+    from liken_devices.cli import build_parser as devices_parser
+    from liken_devices.media.cli import build_parser as media_parser
+
+    def subcommands(parser: Any) -> dict[str, Any]:
+        [action] = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+        return dict(action.choices)
+
+    def options(p: Any) -> dict[str, Any]:
+        return {s: a.metavar for a in p._actions for s in a.option_strings if s.startswith("--")}
+
+    devices_scan = subcommands(devices_parser("scan"))["scan"]
+    for name, p in subcommands(media_parser()).items():
+        assert p.description, name
+        mine = options(p)
+        assert {"--verbose", "--log-format"} <= set(mine), name
+        for opt in ("--sysfs", "--recording", "--hwdata-dir", "--node"):
+            assert mine[opt] == options(devices_scan)[opt], (name, opt)
+    assert "COMMAND" in media_parser().format_usage()

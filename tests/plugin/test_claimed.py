@@ -27,10 +27,12 @@ def test_the_prepare_walk_knows_the_claims_already_prepared(
         api: FakeApiServer, plugin: Any, kubelet: TestKubelet, hardware: Hardware) -> None:
     first = new_claim(api, ["usb-1-2-1-0", "pnp-00-01"])
     assert kubelet.prepare([first])[first[1]].error == ""
-    assert hardware.claimed[-1] == NO_CLAIMS
+    assert hardware.claimed[-1] == Claimed(frozenset(), frozenset({"usb-1-2-1-0", "pnp-00-01"}))
     second = new_claim(api, ["usb-1-3"])
     assert kubelet.prepare([second])[second[1]].error == ""
-    assert hardware.claimed[-1] == Claimed(frozenset({"usb-1-2-1-0", "pnp-00-01"}))
+    # Held: the claims already prepared; being prepared (counted, not held): this call's.
+    assert hardware.claimed[-1] == Claimed(frozenset({"usb-1-2-1-0", "pnp-00-01"}),
+                                           frozenset({"usb-1-3"}))
     assert plugin.claimed() == Claimed(frozenset({"usb-1-2-1-0", "pnp-00-01", "usb-1-3"}))
     assert kubelet.unprepare([first]) == {first[1]: ""}
     assert plugin.claimed() == Claimed(frozenset({"usb-1-3"}))
@@ -164,5 +166,53 @@ def test_in_a_seamless_upgrade_each_instance_walks_with_the_others_claims(
         assert new.claimed() == Claimed(frozenset({"usb-1-2-1-0"}))
         assert k.unprepare([claim]) == {claim[1]: ""}
         assert new.claimed() == NO_CLAIMS
+    finally:
+        k.close()
+
+
+class TwoRadios:
+    """Two Bluetooth adapters and a key remapper's uinput keyboard (event2, phys names none)."""
+
+    def __init__(self, root: Path) -> None:
+        self.b = b = SysfsBuilder(root / "sys")
+        self.sources = bare_sources(root)
+        for port, devnum in (("1-8", 3), ("1-9", 4)):
+            usb = b.usb_device(port, devnum=devnum)
+            radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+            b.device(radio, f"hci{devnum - 3}", "bluetooth", {"DEVTYPE": "host"},
+                     subdir="bluetooth")
+        inp = b.device("/devices/virtual/input", "input42", "input", {"NAME": '"remapper"'})
+        b.node(inp, "input", "event2", 13, 66, devname="input/event2")
+
+    def walk(self, *, claimed: Claimed = NO_CLAIMS) -> Inventory:
+        return self.sources.walk(claimed=claimed)
+
+
+def test_a_second_bluetooth_claim_takes_the_unnamed_virtual_node_from_both(
+        api: FakeApiServer, make_plugin: Any, tmp_path: Path) -> None:
+    """decisions, "Virtual event nodes belong to the adapter they name": a node naming no adapter
+    is in a single Bluetooth claim, and in none once two are prepared; the prepare walk counts
+    the claim it is preparing, and the reconcile pass rewrites the first claim's spec."""
+    radios = TwoRadios(tmp_path / "m")
+    plugin = make_plugin(walk=radios.walk, sysfs=radios.sources.sysfs)
+    k = TestKubelet(plugin.config.registration_socket)
+    k.register()
+
+    def minors(uid: str, device: str) -> set[int]:
+        return {int(n["minor"]) for n in spec_nodes(plugin.config.cdi_dir, uid, device)
+                if n.get("major") == 13}
+
+    try:
+        first = new_claim(api, ["usb-1-8-1-0"])
+        assert k.prepare([first])[first[1]].error == ""
+        assert 66 in minors(first[1], "usb-1-8-1-0")  # one tenant: the remapper's node is in
+        second = new_claim(api, ["usb-1-9-1-0"])
+        assert k.prepare([second])[second[1]].error == ""
+        assert 66 not in minors(second[1], "usb-1-9-1-0")  # two: in neither
+        plugin.reconcile(radios.walk(claimed=plugin.claimed()))
+        assert 66 not in minors(first[1], "usb-1-8-1-0")
+        assert k.unprepare([second]) == {second[1]: ""}
+        plugin.reconcile(radios.walk(claimed=plugin.claimed()))
+        assert 66 in minors(first[1], "usb-1-8-1-0")  # one again: back for the next container
     finally:
         k.close()

@@ -248,10 +248,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     built = assemble(args)
     signal.signal(signal.SIGTERM, built.agent.request_stop)
     signal.signal(signal.SIGINT, built.agent.request_stop)
+    built.agent.release_lines_at_exit = True
     try:
         return int(built.agent.run())
     finally:
         built.close()
+        # Last of all: a surge upgrade's new instance attaches the lines at their release.
+        built.agent.release_lines()
 
 
 def _watches(client: Any, node: str, machine: bool) -> list[Any]:

@@ -54,6 +54,9 @@ class AgentMetrics(SliceMetrics):
                                            "requests", buckets=_DURATION_BUCKETS, registry=r)
         self.registered = Gauge(f"{p}_registered",
                                 "1 when the kubelet registered the plugin, else 0", registry=r)
+        self.late = Gauge(f"{p}_bluetooth_late_registrants",
+                          "Event numbers running Bluetooth containers hold that another device "
+                          "registered after they started", registry=r)
 
     # ---- plugin.core.PluginMetrics -----------------------------------------------------------
 
@@ -65,6 +68,9 @@ class AgentMetrics(SliceMetrics):
     def unprepared(self, errors: Mapping[str, str], seconds: float) -> None:
         self._claims(self.claims_unprepared, errors)
         self.unprepare_seconds.observe(seconds)
+
+    def late_registrants(self, count: int) -> None:
+        self.late.set(count)
 
     @staticmethod
     def _claims(counter: Counter, errors: Mapping[str, str]) -> None:

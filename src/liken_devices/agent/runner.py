@@ -72,6 +72,16 @@ class Wake(StrEnum):
     CLAIMS = "claims"  # an unprepare ended a claim: walk, what it held publishes as it is now
 
 
+def _same_claims(inv: Inventory, walked: Claimed, claimed: Claimed) -> bool:
+    """Whether a walk told ``walked`` answers for ``claimed``: the same claims held, and the
+    claims being prepared change nothing it decided (only a Bluetooth claim's count matters:
+    docs/inventory.md, "Virtual event nodes belong to the adapter they name")."""
+    if walked == claimed:
+        return True
+    return walked.names == claimed.names and not walked.preparing and not any(
+        d.kind == "bluetooth" and d.name in claimed.preparing for d in inv.devices)
+
+
 class WalkReason(StrEnum):
     """Why a walk ran (the ``reason`` label of the walks metric)."""
 
@@ -79,6 +89,7 @@ class WalkReason(StrEnum):
     UEVENT = "uevent"
     MACHINE = "machine"  # the Machine's spec or the machine side asked for it
     CLAIMS = "claims"  # the kubelet plugin ended a claim
+    SERIO = "serio"  # a remove uevent while another process held a declared serial line
 
 
 # What each wake does in the loop's pass.
@@ -157,6 +168,8 @@ class MachineSideLike(Protocol):
 
     def close(self) -> None: ...
 
+    def waiting_for_release(self) -> bool: ...
+
 
 class Watch(Protocol):
     """What the loop needs of a started ``kube.ObjectWatch``."""
@@ -179,6 +192,8 @@ class Agent:
         self.reporter = reporter
         self.plugin = plugin
         self.machine_side = machine_side
+        # ``run``'s caller releases the serial lines itself, last (release_lines).
+        self.release_lines_at_exit = False
         self.metrics = metrics or AgentMetrics()
         self._watch_factories = watches or []
         self._watches: list[Watch] = []
@@ -320,7 +335,7 @@ class Agent:
         if last is not None and self._uevent_fd is not None:
             inv, seen, stamp, walked_spec, walked_claims = last
             if seen == self._uevents_seen and not self._uevent_pending() \
-                    and walked_spec == spec and walked_claims == claimed \
+                    and walked_spec == spec and _same_claims(inv, walked_claims, claimed) \
                     and facts_stamp(self.config.sources.facts) == stamp:
                 return inv
         return self.config.sources.walk(spec, claimed=claimed)
@@ -406,12 +421,17 @@ class Agent:
         except InterruptedError:
             return
         now = self._pass_started = time.monotonic()
+        serio_now = False
         if uevents.fileno() in ready:
             for event in uevents.drain():
                 self._uevents_seen += 1
                 self.metrics.uevents.inc()
                 if wakes_walk(event):
                     self._debounce.wake(now)
+                    # A line another instance holds is attached within a second of its release
+                    # (docs/machine.md, "Upgrades and restarts"): its serio port's remove uevent
+                    # walks at once instead of after the burst's quiet second.
+                    serio_now |= event.action == "remove" and self._serio_waiting()
                 else:
                     self.metrics.uevents_ignored.inc()
         walk_now = publish_now = report_now = False
@@ -428,6 +448,10 @@ class Agent:
                 claims_only &= reason is Wake.CLAIMS or reason not in _WALKS
         if self._stopping:
             return
+        if serio_now:
+            self._debounce.clear()
+            self._walk(WalkReason.SERIO)
+            return
         if walk_now or self._debounce.due(now):
             self._debounce.clear()
             self._walk(WalkReason.UEVENT if not walk_now else
@@ -440,6 +464,13 @@ class Agent:
             if self.reporter.spec != self._walked_spec:
                 # The Machine could not be read when the last walk ran (an outage at start).
                 self._walk(WalkReason.MACHINE)
+
+    def _serio_waiting(self) -> bool:
+        side = self.machine_side
+        try:
+            return side is not None and bool(side.waiting_for_release())
+        except Exception:  # a side without the question (a test's stand-in) waits for quiet
+            return False
 
     @staticmethod
     def _due(side: Publisher | Reporter, now: float) -> bool:
@@ -574,15 +605,23 @@ class Agent:
                 self.plugin.stop()
             except Exception:
                 log.exception("stopping the plugin")
-        if self.machine_side is not None:
-            try:
-                self.machine_side.close()
-            except Exception:
-                log.exception("closing the machine side")
         self._uevent_fd = None  # its number may be reused once closed: prepare walks again
         uevents.close()
         with self._pipe_lock:
             os.close(self._wake_r)
             os.close(self._wake_w)
             self._wake_r = self._wake_w = -1
+        if not self.release_lines_at_exit:
+            self.release_lines()
         log.info("stopped")
+
+    def release_lines(self) -> None:
+        """Release the serial lines the machine side holds. An agent releases them as late as it
+        can (docs/machine.md, "Upgrades and restarts"): ``run`` does so at its exit, after the
+        servers stopped, so a surge upgrade's new instance waits the least time without them."""
+        side, self.machine_side = self.machine_side, None
+        if side is not None:
+            try:
+                side.close()
+            except Exception:
+                log.exception("closing the machine side")

@@ -10,17 +10,23 @@ decisions.md, "Bluetooth event numbers stay exclusive to their owners": those 32
 otherwise include the nodes of devices that are exclusive to someone else (a laptop's i8042
 keyboard, the power button, a sound card's jacks, a CEC remote: seed, "Sharing"), and a
 Bluetooth claimant could read the built-in keyboard. So a number is left out when the walk finds
-its event node in the subtree of a bus or board device other than the adapter. Nodes under
-``/devices/virtual/`` (uinput and uhid devices: the Bluetooth stack's own) and under the adapter
-(a connected peripheral's input device sits below the adapter's hci) stay in. The set is the
-walk's, so the plugin's reconcile pass writes the current one and a number its owner gives up
+its event node in the subtree of a bus or board device other than the adapter. Nodes under the
+adapter (a connected peripheral's input device sits below the adapter's hci) stay in. The set is
+the walk's, so the plugin's reconcile pass writes the current one and a number its owner gives up
 returns to the claim for the next container.
+
+decisions.md, "Virtual event nodes belong to the adapter they name": a node under
+``/devices/virtual/`` (uinput's, uhid's) belongs to the adapter its input device's ``phys``
+names (BlueZ writes the adapter's address there for the devices it creates), and to that
+adapter's claim alone. One that names no adapter of this node (a key remapper's uinput device)
+stays in while a single Bluetooth claim is prepared on the node, and is left out of all of them
+with two or more: one tenant must not read another's keyboard.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..sysfs.model import DevNode, SysDevice
 from .model import LeftOut
@@ -73,19 +79,79 @@ def event_owner(dev: SysDevice, hardware: Mapping[str, _Hardware],
     return None
 
 
+class Adapters(NamedTuple):
+    """The node's Bluetooth adapters as the virtual event nodes' rule needs them."""
+
+    by_address: Mapping[str, str]  # address ("aa:bb:cc:dd:ee:ff") -> the adapter's device name
+    claims: int = 0  # Bluetooth claims prepared on the node (the agent and the plugin know them)
+
+
+NO_ADAPTERS = Adapters({})
+
+
+def phys_of(dev: SysDevice, devs: Mapping[str, SysDevice]) -> str:
+    """The ``phys`` of the input device an event node belongs to, lowercase, "" when none.
+
+    The input device's uevent carries it quoted (``PHYS="aa:bb:cc:dd:ee:ff"``)."""
+    for anc in dev.ancestors():
+        parent = devs.get(anc)
+        if parent is not None and parent.subsystem == "input":
+            raw = parent.props.get("PHYS") or parent.attr("phys") or ""
+            return raw.strip().strip('"').strip().lower()
+    return ""
+
+
+def adapter_addresses(devs: Iterable[SysDevice]) -> dict[str, str]:
+    """Each adapter's address, by the sysfs path of the device that holds its hci (the btusb
+    interface). An hci whose address is unknown (a recording of a newer kernel) names none."""
+    found: dict[str, str] = {}
+    for d in devs:
+        if d.subsystem != "bluetooth" or d.props.get("DEVTYPE") != "host":
+            continue
+        address = (d.attr("address") or "").lower()
+        holder, sep, _ = d.path.rpartition("/bluetooth/")
+        if sep and address and address != "00:00:00:00:00:00":
+            found[holder] = address
+    return found
+
+
+def virtual_owner(dev: SysDevice, devs: Mapping[str, SysDevice], own: Collection[str],
+                  adapters: Adapters) -> str | None:
+    """Why a virtual event node is not this adapter's claim's, or None when it stays in."""
+    phys = phys_of(dev, devs)
+    if phys and phys in own:
+        return None
+    other = adapters.by_address.get(phys) if phys else None
+    if other is not None:
+        return f"Bluetooth adapter {other} (a virtual input device whose phys is its address)"
+    if adapters.claims >= 2:
+        return (f"a virtual input device that names no adapter, left out while "
+                f"{adapters.claims} Bluetooth claims are prepared on this node")
+    return None
+
+
 def bluetooth_nodes(usbfs: DevNode | None, uhid: bool, events: Iterable[SysDevice],
                     hardware: Mapping[str, _Hardware],
-                    adapter: Collection[str]) -> tuple[tuple[DevNode, ...], tuple[LeftOut, ...]]:
+                    adapter: Collection[str], *, devs: Mapping[str, SysDevice] | None = None,
+                    own: Collection[str] = (), adapters: Adapters = NO_ADAPTERS
+                    ) -> tuple[tuple[DevNode, ...], tuple[LeftOut, ...]]:
     """The nodes an adapter's claim delivers, and the event numbers left out with their owners.
 
     ``events`` are the snapshot's legacy event devices, ``hardware`` the considered bus and board
     devices by sysfs path, ``adapter`` the sysfs paths that are the adapter (its USB device and
-    its btusb interfaces).
+    its btusb interfaces); ``devs`` the snapshot's devices, ``own`` this adapter's addresses and
+    ``adapters`` the node's, for the virtual nodes.
     """
     taken: dict[int, LeftOut] = {}
     for dev in events:
         node = dev.node
         if not is_legacy_event(node) or node is None or node.minor in taken:
+            continue
+        if dev.path.startswith(VIRTUAL):
+            why = virtual_owner(dev, devs or {}, own, adapters)
+            if why is not None:
+                taken[node.minor] = LeftOut(LEGACY_EVENTS[node.minor - LEGACY_EVENT_FIRST],
+                                            node.name, why)
             continue
         owner = event_owner(dev, hardware, adapter)
         if owner is not None:

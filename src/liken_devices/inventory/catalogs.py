@@ -251,6 +251,18 @@ class ModuleCatalog:
                 out.append(f"cannot read {path}")
         return tuple(out)
 
+    def unread(self) -> str | None:
+        """Why no module can be named at all (``modules.alias`` of a module tree cannot be
+        read: a host or a container without the module tree), or None."""
+        if self.root is None:
+            return None
+        path = self.root / "modules.alias"
+        try:
+            with open(path, "rb", buffering=0):
+                return None
+        except OSError as exc:
+            return f"{path}: {exc.strerror or exc}"
+
     def aliases_of(self, modalias: str) -> tuple[str, ...]:
         """Every module whose alias globs match the modalias (builtins included)."""
         return self._alias.ask(("glob", modalias), lambda d: match_aliases(d, modalias), ())

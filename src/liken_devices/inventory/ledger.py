@@ -36,6 +36,7 @@ class Ledger:
                  catalogs: Catalogs) -> None:
         self.attributes = attributes
         self.catalogs = catalogs
+        self._catalog_error: str | bool | None = False  # False: not asked yet
         self.outcomes: list[Outcome] = []
         self.unclaimed: list[Unclaimed] = []
         self.candidates: list[Candidate] = []
@@ -58,6 +59,16 @@ class Ledger:
         modalias = modalias if isinstance(modalias, str) else None
         return modalias, self.catalogs.candidates(modalias)
 
+    @property
+    def catalog_error(self) -> str | None:
+        """Why the module catalog was not read, when it was needed and could not be."""
+        return self._catalog_error if isinstance(self._catalog_error, str) else None
+
+    def _catalog_unread(self) -> str | None:
+        if self._catalog_error is False:
+            self._catalog_error = self.catalogs.modules.unread()
+        return self.catalog_error
+
     def add_unclaimed(self, hw: Hardware) -> None:
         """Hardware no driver drives, with the modules that could (seed, "Hardware that is not
         published")."""
@@ -67,6 +78,10 @@ class Ledger:
         if candidates:
             message = (f"{label} has no driver bound; declare {' or '.join(candidates)} in "
                        f"spec.modules and it appears in the slice at the next walk")
+        elif modalias and self._catalog_unread():
+            # The catalog's error is said once for the walk (Inventory.catalog_error).
+            message = (f"{label} has no driver bound; no module can be named for it: the module "
+                       "catalog was not read")
         elif modalias:
             message = (f"{label} has no driver bound and no module on this machine matches "
                        f"its modalias {modalias}")

@@ -60,6 +60,9 @@ class Facts(NamedTuple):
 
     role_partitions: frozenset[str] | None  # None: the facts could not be read
     error: str | None = None
+    # False for another machine's walk (a recording, another sysfs) given no --facts: its
+    # disks are withheld, and nothing about this host's facts is said (docs/inventory.md).
+    given: bool = True
 
     @property
     def readable(self) -> bool:
@@ -92,10 +95,18 @@ class Claimed:
     and the 128 cap keeps what is claimed (decisions, "Which hardware is considered").
     """
 
-    __slots__ = ("names",)
+    __slots__ = ("names", "preparing")
 
-    def __init__(self, names: frozenset[str] = frozenset()) -> None:
+    def __init__(self, names: frozenset[str] = frozenset(),
+                 preparing: frozenset[str] = frozenset()) -> None:
         self.names = names
+        # The devices of the claims a prepare call is resolving now: not held yet, but they
+        # count among the node's Bluetooth claims (decisions, "Virtual event nodes").
+        self.preparing = preparing
+
+    def counted(self) -> frozenset[str]:
+        """The devices held or being prepared."""
+        return self.names | self.preparing
 
     def __contains__(self, name: object) -> bool:
         return name in self.names
@@ -104,13 +115,15 @@ class Claimed:
         return bool(self.names)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Claimed) and other.names == self.names
+        return isinstance(other, Claimed) and (other.names, other.preparing) == \
+            (self.names, self.preparing)
 
     def __hash__(self) -> int:
-        return hash(self.names)
+        return hash((self.names, self.preparing))
 
     def __repr__(self) -> str:
-        return f"Claimed({sorted(self.names)})"
+        more = f", preparing={sorted(self.preparing)}" if self.preparing else ""
+        return f"Claimed({sorted(self.names)}{more})"
 
 
 NO_CLAIMS = Claimed()
@@ -182,6 +195,8 @@ class Inventory(NamedTuple):
     # device and keeps its shape (decisions, "Delivery"). Name -> the nodes its claim keeps
     # (the device's current usbfs node). The plugin resolves these as present, not absent.
     held: Mapping[str, tuple[DevNode, ...]] = MappingProxyType({})
+    # Why the module catalog could not be read (no module can be named for unclaimed hardware).
+    catalog_error: str | None = None
 
     @property
     def total(self) -> int:

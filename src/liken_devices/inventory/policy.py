@@ -96,7 +96,8 @@ def _finish(ledger: Ledger, ctx: Context, claimed: Claimed) -> Inventory:
     if overflow or renamed:
         outcomes = _renamed_or_dropped(outcomes, renamed, {d.name for d in overflow})
     return Inventory(tuple(kept), tuple(outcomes), tuple(ledger.unclaimed),
-                     tuple(d.name for d in overflow), ctx.facts, dict(ledger.held))
+                     tuple(d.name for d in overflow), ctx.facts, dict(ledger.held),
+                     ledger.catalog_error)
 
 
 def _renamed_or_dropped(outcomes: list[Outcome], renamed: dict[str, str],

@@ -1,9 +1,9 @@
-"""What the machine holds: the disks that back its storage roles and the four reserved nodes.
+"""What the machine holds: the disks that back its storage roles and the reserved nodes.
 
 Seed, "What a node publishes", condition 3: a device whose subtree holds a storage role belongs
 to the machine, and when the facts cannot be read no disk is offered at all. The console, the
-system clock ``/dev/rtc0``, the TPM's nodes and a serio-attached tty are never delivered: they
-are dropped from a device's deliveries (decisions, "Reserved nodes").
+system clock ``/dev/rtc0``, the TPM's nodes, a serio-attached tty and the watchdogs are never
+delivered: they are dropped from a device's deliveries (docs/inventory.md, "Reserved nodes").
 """
 
 from __future__ import annotations
@@ -15,11 +15,15 @@ from ..sysfs.model import DevNode, SysDevice
 from .model import Facts
 
 _TPM = re.compile(r"tpm(rm)?[0-9]+")  # fullmatch
+# The kernel's watchdog core names its nodes /dev/watchdog (the legacy misc node of the first
+# watchdog) and /dev/watchdogN (Documentation/watchdog/watchdog-api.rst).
+_WATCHDOG = re.compile(r"watchdog[0-9]*")  # fullmatch
 
 
 def reserved_kind(node: DevNode, console: Collection[str],
                   serio_ttys: Collection[str]) -> str | None:
-    """seed "What a node publishes": the four kinds of node the machine holds."""
+    """seed "What a node publishes": the kinds of node the machine holds (the seed's four and the
+    watchdogs: a process that opens a watchdog and stops writing to it resets the node)."""
     name = node.name
     if name in console:
         return "the console"
@@ -29,6 +33,8 @@ def reserved_kind(node: DevNode, console: Collection[str],
         return "the TPM"
     if name in serio_ttys:
         return "a serio-attached serial line"
+    if _WATCHDOG.fullmatch(name):
+        return "a watchdog (it resets the machine)"
     return None
 
 

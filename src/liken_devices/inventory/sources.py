@@ -34,14 +34,20 @@ class FactsUnreadable(Exception):
     """The facts tree is not one the policy can trust; the message says why."""
 
 
-def read_facts(root: Path) -> Facts:
+NO_FACTS = ("no facts were given for this machine (another machine's facts are its own: "
+            "--facts DIR), so its disks are withheld")
+
+
+def read_facts(root: Path | None) -> Facts:
     """Storage roles from init's facts tree; unreadable facts mean no disk is offered.
 
     decisions, "Facts fail closed": readable only when ``storage/`` is a directory that can be
     listed, every entry in it is a directory whose ``device`` file reads as a non-empty kernel
     partition name, and nothing on the way is a dangling or looping link. A facts root with no
-    ``storage/`` at all means "no roles".
+    ``storage/`` at all means "no roles". ``None``: another machine's walk given no facts.
     """
+    if root is None:
+        return Facts(None, NO_FACTS, given=False)
     try:
         return Facts(_storage_roles(root))
     except FactsUnreadable as exc:
@@ -86,12 +92,14 @@ def _role_partition(role: Path) -> str:
 FactsStamp = tuple[tuple[str, int, int, int, int] | tuple[str, str], ...]
 
 
-def facts_stamp(root: Path, limit: int = 256) -> FactsStamp:
+def facts_stamp(root: Path | None, limit: int = 256) -> FactsStamp:
     """What changes when init's facts change: inode, mode, size and mtime of the root, of
     ``storage/``, and of each role's directory and ``device`` file (links followed and not), or
     the error met. Two equal stamps mean the facts read the same, so a walk taken under the
     first still holds (the kubelet plugin reuses it instead of walking again)."""
     out: list[tuple[str, int, int, int, int] | tuple[str, str]] = []
+    if root is None:
+        return ()
 
     def note(path: Path, follow: bool = True) -> None:
         try:
@@ -133,7 +141,7 @@ class Sources:
     readable copy. A Sources keeps what one walk may reuse from the last (its memos), never
     shared with another."""
 
-    def __init__(self, sysfs: Path = Path("/sys"), facts: Path = Path("/run/liken/facts"),
+    def __init__(self, sysfs: Path = Path("/sys"), facts: Path | None = Path("/run/liken/facts"),
                  machine_file: Path | None = None, modules_dir: Path | None = None,
                  hwdata_dir: Path | tuple[Path, ...] | None = None,
                  recording: Path | None = None) -> None:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from ..sysfs.model import DevNode, SysDevice
 from .attributes import clean_string, usb_device_class, usb_ids, usb_interface_class
-from .bluetooth import bluetooth_nodes, legacy_event_devices
+from .bluetooth import Adapters, adapter_addresses, bluetooth_nodes, legacy_event_devices
 from .claims import claimed_interfaces, holds_whole
 from .hardware import Hardware, HardwareTree
 from .model import NO_CLAIMS, Claimed, Reason, SerioEntry
@@ -78,6 +78,7 @@ class UsbRules:
         self.serial = serial
         self.uhid = "uhid" in modules
         self._events: list[SysDevice] | None = None
+        self._adapters: tuple[dict[str, str], Adapters] | None = None
 
     def decide(self, hw: Hardware) -> None:
         ifaces = self.tree.interfaces(hw.path)
@@ -106,6 +107,13 @@ class UsbRules:
                 self._held_interface(i, usbfs, kept[i.path])
             else:
                 self._interface(i, usbfs)
+        held = [i.address for i in ifaces if i.dev.driver == "usbfs"]
+        if held and not kept and all(i.dev.driver in (None, "usbfs") for i in ifaces):
+            # The whole device a libusb program holds (seed, "USB devices with no kernel
+            # driver"): out of the slice until the program lets go, then published whole again.
+            self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM,
+                                f"{', '.join(held)} held; published whole again when the "
+                                "program lets go")
 
     def _bus_structure(self, hw: Hardware, ifaces: list[Hardware]) -> bool:
         """Hubs and root hubs are what peripherals attach to (decisions "Which hardware is
@@ -213,11 +221,27 @@ class UsbRules:
             # A libusb program detached the kernel driver and holds the interface (seed "USB
             # devices"): it leaves the slice, but its claim keeps the usbfs node (unless the
             # machine depends on the device: then the claim's node is absent).
-            self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM, "a program holds it through usbfs")
+            self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM, "until the program lets go")
             if usbfs is not None:
                 self.ledger.held[device_name("usb", hw.address)] = (usbfs,)
         else:
             self.publisher.nodes(hw, usbfs=usbfs, serio_ttys=self.serial.ttys)
+
+    def _bluetooth_adapters(self) -> tuple[dict[str, str], Adapters]:
+        """The node's adapters' addresses (by the path holding each hci) and, for the virtual
+        event nodes' rule, which adapter each address names and how many Bluetooth claims are
+        prepared on the node."""
+        if self._adapters is None:
+            addresses = adapter_addresses(self.tree.devs.values())
+            named = {a: device_name("usb", holder.rsplit("/", 1)[-1])
+                     for holder, a in addresses.items()}
+            radios = {device_name("usb", d.path.rpartition("/bluetooth/")[0].rsplit("/", 1)[-1])
+                      for d in self.tree.devs.values()
+                      if d.subsystem == "bluetooth" and d.props.get("DEVTYPE") == "host"
+                      and "/bluetooth/" in d.path}
+            claims = len(radios & self.claimed.counted())
+            self._adapters = (addresses, Adapters(named, claims))
+        return self._adapters
 
     def _bluetooth(self, hw: Hardware, usbfs: DevNode | None, adapter: set[str]) -> None:
         """seed "Bluetooth adapters": usbfs, uinput, the legacy event nodes, uhid if declared;
@@ -228,8 +252,11 @@ class UsbRules:
         """
         if self._events is None:
             self._events = legacy_event_devices(self.tree.devs.values())
+        addresses, adapters = self._bluetooth_adapters()
+        own = {a for holder, a in addresses.items() if holder in adapter}
         nodes, left_out = bluetooth_nodes(usbfs, self.uhid, self._events, self.tree.hardware,
-                                          adapter)
+                                          adapter, devs=self.tree.devs, own=own,
+                                          adapters=adapters)
         attrs = self.ledger.attributes(hw)
         self.ledger.candidate(hw, "", "bluetooth", nodes, attrs, False, left_out)
         detail = "Bluetooth adapter"

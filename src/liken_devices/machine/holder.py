@@ -10,7 +10,10 @@ The agent configures the line itself (:mod:`.serio`) and hands the open tty to t
 which only reads. It ends, releasing the attachment, when:
 
 * the read returns (the kernel ended the attachment: the adapter was unplugged), exit status 0;
-* the read fails (EBUSY: another process already holds this line's serio port), status 1;
+* the read fails with EBUSY, status 3 (:data:`BUSY`): another process already reads this
+  line's serio port (serport allows one reader: during a surge upgrade the old instance of the
+  agent still holds it), so the line is not this process's to hold yet;
+* the read fails otherwise, status 1;
 * its lifeline pipe reaches end-of-file, because the agent released the line or died; the
   process then exits at once, and the exit interrupts the blocked read. So no holder outlives
   the agent that started it.
@@ -20,9 +23,12 @@ What happened is written as one line on stderr, for the agent's status message.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
+
+BUSY = 3  # the exit status when another process holds the line's serio port
 
 
 def _watch_lifeline(fd: int) -> None:
@@ -50,7 +56,7 @@ def main(argv: list[str]) -> int:
                 return 0
     except OSError as exc:
         print(f"read on the line failed: [Errno {exc.errno}] {exc.strerror}", file=sys.stderr)
-        return 1
+        return BUSY if exc.errno == errno.EBUSY else 1
 
 
 if __name__ == "__main__":

@@ -28,6 +28,13 @@ removed or the adapter leaves (its tty disappears from the walk). A failure (thi
 have no serport line discipline at all) is a Failed state with the kernel's error, and is not
 retried until something changes: the adapter is plugged in again (a new USB device number) or
 ``spec.serio`` changes.
+
+A line another process holds is Waiting, never Failed (docs/machine.md, "Upgrades and
+restarts"): in a surge upgrade the old instance of the agent still reads it. serport registers
+its serio port under the tty while a read holds the line, so a walk that shows a ``serio``
+device under a tty this instance does not hold sees the line taken, and nothing is opened; a
+holder whose read fails with EBUSY (the other reader came first) is Waiting too. A Waiting line
+is tried at every walk, and the port's ``remove`` uevent at the other's release wakes one.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from typing import Any, Literal, Protocol
 from ..inventory.model import SerioEntry
 from ..inventory.usb import serio_entry_matches
 from ..sysfs.model import Snapshot, SysDevice
+from .holder import BUSY
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +204,8 @@ class Adapter:
     devnode: str  # "/dev/ttyACM0"
     rdev: int | None  # the tty's device numbers, to check that the opened file is this tty
     generation: tuple[str, ...]  # changes when the adapter is plugged in again
+    # serport registered a serio port under the tty: a process reads the line in N_MOUSE.
+    port_registered: bool = field(default=False, compare=False)
 
 
 def find_adapters(entry: SerioEntry, snapshot: Snapshot, dev_root: Path) -> list[Adapter]:
@@ -203,6 +213,7 @@ def find_adapters(entry: SerioEntry, snapshot: Snapshot, dev_root: Path) -> list
     found: list[Adapter] = []
     ttys = [d for d in snapshot.devices.values()
             if d.subsystem == "tty" and d.name.startswith("ttyACM")]
+    ports = [d.path for d in snapshot.devices.values() if d.subsystem == "serio"]
     for dev in sorted(ttys, key=lambda d: d.path):
         usb: SysDevice | None = None
         for path in dev.ancestors():
@@ -219,7 +230,8 @@ def find_adapters(entry: SerioEntry, snapshot: Snapshot, dev_root: Path) -> list
         rdev = os.makedev(node.major, node.minor) if node else None
         generation = (dev.path, str(rdev), usb.attr("busnum") or usb.props.get("BUSNUM", ""),
                       usb.attr("devnum") or usb.props.get("DEVNUM", ""))
-        found.append(Adapter(dev.name, dev.path, devnode, rdev, generation))
+        registered = any(p.startswith(dev.path + "/") for p in ports)
+        found.append(Adapter(dev.name, dev.path, devnode, rdev, generation, registered))
     return found
 
 
@@ -234,6 +246,7 @@ class _Line:
     fd: int | None = None
     holder: Holder | None = None
     releasing: bool = False
+    busy: bool = False  # another process held the line: tried again at the next walk
 
 
 def _errtext(exc: BaseException) -> str:
@@ -272,6 +285,7 @@ class SerioManager:
         self._entries: tuple[SerioEntry, ...] = ()
         self._lock = threading.RLock()
         self.attach_calls = 0  # how many attachments were attempted
+        self._busy_lines = False  # a line another process holds was seen at the last pass
 
     def apply(self, entries: Iterable[SerioEntry], snapshot: Snapshot,
               *, dry_run: bool = False) -> list[dict[str, str]]:
@@ -285,6 +299,9 @@ class SerioManager:
                     if old.fd is None:
                         del self._lines[key]
                 self._entries = entries
+            for key, old in list(self._lines.items()):
+                if old.busy:  # Waiting for another holder: tried again at every walk
+                    del self._lines[key]
             match = self._match(entries, snapshot)
             for key, held in list(self._lines.items()):
                 seen = match.wanted.get(key)
@@ -294,7 +311,13 @@ class SerioManager:
             rows: list[dict[str, str]] = []
             for entry in entries:
                 rows += self._rows(entry, match, dry_run)
+            self._busy_lines = any(r["state"] == "Waiting" and "tty" in r for r in rows)
             return rows
+
+    def waiting_for_release(self) -> bool:
+        """Whether a line another process holds was seen at the last pass: then the release's
+        ``remove`` uevent is worth a walk at once (docs/machine.md, "Upgrades and restarts")."""
+        return self._busy_lines
 
     def _match(self, entries: tuple[SerioEntry, ...], snapshot: Snapshot) -> _Match:
         """Which line each entry names now; a line two entries name goes to the first."""
@@ -331,6 +354,11 @@ class SerioManager:
         for key in keys:
             adapter = match.wanted[key]
             line = self._lines.get(key)
+            if line is None and adapter.port_registered:
+                # Another process reads the line in serport (the old instance of the agent in
+                # a surge upgrade): nothing is opened, so its line settings stay untouched.
+                rows.append(_row(entry, adapter.tty, "Waiting", _busy_message(adapter.tty)))
+                continue
             if line is None:
                 if dry_run:
                     rows.append(_row(entry, adapter.tty, "WouldAttach",
@@ -424,13 +452,21 @@ class SerioManager:
 
     def _check(self, line: _Line) -> None:
         """An attachment whose holder ended is Failed until the adapter comes back."""
-        if line.holder is None or line.holder.poll() is None:
+        if line.holder is None:
+            return
+        status = line.holder.poll()
+        if status is None:
             return
         reason = line.holder.exit_message()
         line.holder = None
         if line.fd is not None:
             self._close_fd(line.fd)
             line.fd = None
+        if status == BUSY:
+            line.state, line.busy = "Waiting", True
+            line.message = _busy_message(line.adapter.tty)
+            log.info("serio %s: %s", line.adapter.tty, line.message)
+            return
         line.state = "Failed"
         line.message = (f"the attachment of /dev/{line.adapter.tty} ended: {reason}; tried again "
                         "when the adapter is plugged in again or spec.serio changes")
@@ -457,6 +493,11 @@ class SerioManager:
             self.ops.close(fd)
         except OSError as exc:
             log.info("closing a serial line: %s", exc)
+
+
+def _busy_message(tty: str) -> str:
+    return (f"/dev/{tty} is held by another process (the other instance of the agent during an "
+            "upgrade or restart); attached when it lets go")
 
 
 def _row(entry: SerioEntry, tty: str | None, state: SerioStateName,

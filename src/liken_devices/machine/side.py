@@ -73,7 +73,9 @@ def serio_condition(rows: list[dict[str, str]], declared: int) -> dict[str, str]
         return condition(SERIO_ATTACHED, False, "AttachFailed",
                           "; ".join(f"{label(r)}: {r['message']}" for r in failed))
     if waiting:
-        return condition(SERIO_ATTACHED, False, "AdapterAbsent",
+        # A Waiting row with a tty is a line another process holds (an upgrade's old instance).
+        busy = all("tty" in r for r in waiting)
+        return condition(SERIO_ATTACHED, False, "LineHeldElsewhere" if busy else "AdapterAbsent",
                           "; ".join(f"{label(r)}: {r['message']}" for r in waiting))
     if any(r["state"] != "Attached" for r in rows):
         return condition(SERIO_ATTACHED, False, "DryRun", "dry run: no line was attached")
@@ -145,6 +147,11 @@ class MachineSide:
             "conditions": [modules_condition(module_rows),
                            serio_condition(serio_rows, len(spec.serio))],
         }
+
+    def waiting_for_release(self) -> bool:
+        """Whether a declared line is held by another process (docs/machine.md, "Upgrades and
+        restarts"): its release's ``remove`` uevent then walks at once."""
+        return self._serio is not None and self._serio.waiting_for_release()
 
     def close(self) -> None:
         """Release every held serial line."""

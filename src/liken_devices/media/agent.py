@@ -30,7 +30,14 @@ from typing import Any, Protocol
 from .. import heap, signals
 from ..inventory.model import PublishedDevice
 from ..inventory.sources import Sources
-from .devices import MediaDevice, query_devices, render_devices, render_node_path
+from .devices import (
+    NAMED,
+    PCI_BUS_ID,
+    MediaDevice,
+    query_devices,
+    render_devices,
+    render_node_path,
+)
 from .probe import DEFAULT_TIMEOUT, ProbeResult
 
 log = logging.getLogger("liken_devices.media")
@@ -104,6 +111,24 @@ def liken_render_names(obj: Mapping[str, Any] | None) -> frozenset[str]:
     return frozenset(names)
 
 
+def liken_render_names_by_bus(obj: Mapping[str, Any] | None) -> dict[str, dict[str, str]]:
+    """The five :data:`~.devices.NAMED` attributes of each render device a ``liken.sh`` slice
+    lists, by its pciBusID (by its name when it has none: a USB GPU)."""
+    devices = ((obj or {}).get("spec") or {}).get("devices") or []
+    out: dict[str, dict[str, str]] = {}
+    for d in devices:
+        attrs = d.get("attributes") or {}
+        if not isinstance(attrs, dict) or (attrs.get("renderNode") or {}).get("bool") is not True:
+            continue
+        values = {k: v["string"] for k in NAMED
+                  if isinstance(v := attrs.get(k), dict) and isinstance(v.get("string"), str)}
+        bus = (attrs.get(PCI_BUS_ID) or {}).get("string")
+        key = bus if isinstance(bus, str) else d.get("name")
+        if isinstance(key, str):
+            out[key] = values
+    return out
+
+
 class MediaAgent:
     """The agent's state: the render nodes it has asked, and the slice it keeps published."""
 
@@ -131,6 +156,10 @@ class MediaAgent:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._recheck = False  # liken's slice names render nodes other than the known ones
+        # The render devices' names as liken's slice gives them (the host's hwdata), by
+        # pciBusID; None until the slice is seen (then the agent's own walk names them).
+        self._liken_names: dict[str, dict[str, str]] | None = None
+        self._republish = False
 
     # ---- what the watches report (watch threads) ------------------------------------------
 
@@ -138,6 +167,13 @@ class MediaAgent:
         """An event of ``<node>-liken.sh``: recheck when its render nodes are not ours."""
         if event == "DELETED":
             return  # the kubelet wiped it; liken writes it again, and then we look
+        if obj is not None:
+            named = liken_render_names_by_bus(obj)
+            with self._lock:
+                if named != self._liken_names:
+                    self._liken_names = named
+                    self._republish = True
+                    self._wake.set()
         if event != "RESYNC" and obj is not None:
             names = liken_render_names(obj)
             with self._lock:
@@ -205,10 +241,23 @@ class MediaAgent:
                 self.known[media.name] = media
                 self.queried.append(media.name)
             self.missing.update(d.name for d in absent)
-            devices = [m.to_api() for m in sorted(self.known.values(), key=lambda m: m.name)]
+            devices = self._devices_locked()
             missing = len(self.missing)
         self.metrics.set_missing(missing)
         self.publisher.set_devices(devices)
+
+    def _devices_locked(self) -> list[dict[str, Any]]:
+        """The slice's devices, named as liken's slice names their render nodes when it has
+        them (decisions.md, "The same names as the render node")."""
+        self._republish = False
+        out = []
+        for m in sorted(self.known.values(), key=lambda m: m.name):
+            names = None
+            if self._liken_names is not None:
+                bus = m.render.attributes.get(PCI_BUS_ID)
+                names = self._liken_names.get(bus if isinstance(bus, str) else m.name)
+            out.append(m.to_api(names))
+        return out
 
     def _in_pod(self, device: PublishedDevice) -> bool:
         path = render_node_path(device, self.dev_root)
@@ -257,8 +306,11 @@ class MediaAgent:
         try:
             with self._lock:
                 recheck, self._recheck = self._recheck, False
+                devices = self._devices_locked() if self._republish and not recheck else None
             if recheck:
                 self.refresh()
+            elif devices is not None:
+                self.publisher.set_devices(devices)
             self.publisher.sync()
             # The failed devices are published first; then the pod asks to be replaced.
             if self.evictor is not None and self.evictor.due():

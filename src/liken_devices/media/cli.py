@@ -45,18 +45,27 @@ def _timeout(text: str) -> float:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sysfs", type=Path, default=Path("/sys"), help="sysfs root (default /sys)")
-    p.add_argument("--recording", type=Path, help="a umockdev recording to read instead of sysfs")
-    p.add_argument("--facts", type=Path, default=Path("/run/liken/facts"), help=argparse.SUPPRESS)
+    # The same names, metavars and verbosity as liken-devices' commands (cliargs).
+    p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="log more (-v: debug, with libva's messages)")
+    logs.add_option(p, inherit=True)
+    p.add_argument("--sysfs", type=Path, default=Path("/sys"), metavar="DIR",
+                   help="sysfs root to walk (default: /sys)")
+    p.add_argument("--recording", type=Path, metavar="FILE",
+                   help="read a umockdev recording (umockdev-record's text format) instead of "
+                        "--sysfs")
+    p.add_argument("--facts", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--modules-dir", type=Path, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--hwdata-dir", type=Path, action="append", default=None,
-                   help="where pci.ids is (for the name attribute); repeat it to give "
-                        "fallbacks: the first DIR with a readable copy is used")
-    p.add_argument("--dev", type=Path, default=Path("/dev"),
-                   help="where the render nodes are opened (default /dev)")
-    p.add_argument("--node", default=None, help="the node's name (default: NODE_NAME or host)")
-    p.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT,
-                   help=f"seconds one render node's query may take (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--hwdata-dir", type=Path, action="append", default=None, metavar="DIR",
+                   help="holds pci.ids (for the name attribute; default: /usr/share/hwdata); "
+                        "repeat it to give fallbacks: the first DIR with a readable copy is used")
+    p.add_argument("--dev", type=Path, default=Path("/dev"), metavar="DIR",
+                   help="where the render nodes are opened (default: /dev)")
+    p.add_argument("--node", default=None, metavar="NAME",
+                   help="the node's name (default: $NODE_NAME, else this host's name)")
+    p.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"seconds one render node's query may take (default: "
+                        f"{DEFAULT_TIMEOUT:g})")
 
 
 # Literal, not the docstring: the agent may run with PYTHONOPTIMIZE=2, which drops docstrings.
@@ -67,15 +76,25 @@ DESCRIPTION = ("The media capabilities agent: what each GPU's VA-API driver deco
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="liken-media", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log libva's messages too")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log more (-v: debug, with libva's messages); also after the "
+                             "command")
     logs.add_option(parser)
-    sub = parser.add_subparsers(dest="command", required=True)
-    scan = sub.add_parser("scan", help="ask this machine's render nodes and print the slice")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                parser_class=Parser)
+    scan = sub.add_parser("scan", help="ask this machine's render nodes and print the slice",
+                          description="Ask each render node liken publishes on this machine what "
+                                      "its VA-API driver decodes, encodes and scales, and print "
+                                      "the ResourceSlice <node>-media.liken.sh as it would be "
+                                      "written (no cluster needed).")
     _common(scan)
     scan.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml",
                       help="the slice as YAML or JSON, or a table of each GPU's capabilities")
     scan.set_defaults(handler=cmd_scan)
-    run = sub.add_parser("run", help="ask, publish, and watch liken's slice for new render nodes")
+    run = sub.add_parser("run", help="ask, publish, and watch liken's slice for new render nodes",
+                         description="The node agent: ask every render node once, publish "
+                                     "<node>-media.liken.sh, and ask again only when liken's "
+                                     "slice names a render node not seen yet.")
     _common(run)
     run.add_argument("--kubeconfig", type=Path, default=None,
                      help="kubeconfig file (default: in-cluster, then KUBECONFIG)")

@@ -30,6 +30,10 @@ PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 # Copied from the liken.sh render node, so `kubectl get resourceslice` shows which GPU a device
 # is about (seed, "Attributes"); an attribute the render node lacks stays absent.
 COPIED = ("address", "driver", "vendor", "product", "name", PCI_BUS_ID)
+# decisions.md, "The same names as the render node": these come from the liken.sh render device
+# of the same pciBusID in the node's liken.sh slice when the agent has it (its words are the
+# host's hwdata, which the agent's image may not share).
+NAMED = ("address", "driver", "vendor", "product", "name")
 
 
 def render_devices(inventory: Inventory) -> list[PublishedDevice]:
@@ -65,7 +69,9 @@ class MediaDevice:
     def log_line(self) -> str:
         return log_line(self.name, self.node, self.result.raw, self.result.error)
 
-    def attributes(self) -> dict[str, str | bool]:
+    def attributes(self, names: Mapping[str, str] | None = None) -> dict[str, str | bool]:
+        """The device's attributes; ``names``: the five :data:`NAMED` values as the liken.sh
+        slice gives them (one absent there is absent here), else the agent's own walk's."""
         attrs: dict[str, str | bool] = dict(self.flags)
         raw = self.result.raw
         if raw is not None:
@@ -75,14 +81,16 @@ class MediaDevice:
                 attrs["vaDriver"] = vendor
         for key in COPIED:
             value = self.render.attributes.get(key)
+            if names is not None and key in NAMED:
+                value = names.get(key)
             if isinstance(value, str) and value:
                 attrs[key] = value
         return attrs
 
-    def to_api(self) -> dict[str, Any]:
-        """The device in resource.k8s.io/v1 form."""
+    def to_api(self, names: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The device in resource.k8s.io/v1 form (``names``: see :meth:`attributes`)."""
         attributes: dict[str, dict[str, Any]] = {}
-        for key, value in self.attributes().items():
+        for key, value in self.attributes(names).items():
             attributes[key] = {"bool": value} if isinstance(value, bool) else {"string": value}
         # No device node: the render node comes from liken through the claim's other request.
         return {"name": self.name, "attributes": attributes, "allowMultipleAllocations": True}

@@ -164,6 +164,7 @@ def run_plugin(args: argparse.Namespace) -> int:
 def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]:
     """The prepared claims with the nodes each device delivers now (None: absent)."""
     # lazy: loaded when this sub-command runs; the other commands start without it
+    from .late import late_registrants
     from .state import read_state
 
     claims = read_state(plugin_state_dir)  # reads only: beside a running plugin too
@@ -171,6 +172,7 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
     for uid, c in sorted(claims.items()):
         devices = []
         published = inv.by_name() if inv is not None else {}
+        late = late_registrants(c.started, inv) if inv is not None else {}
         for n in c.device_names():
             now = inv.lookup(n) if inv is not None else None
             requests = sorted({r for d in c.devices if d.name == n for r in d.requests})
@@ -183,6 +185,10 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
                 "lastNodes": [x.to_json() for x in c.nodes.get(n, [])],
                 # decisions.md, "Bluetooth event numbers stay exclusive to their owners".
                 "leftOut": [x.to_json() for x in device.left_out] if device else [],
+                # decisions.md, "A late registrant is reported, not hidden": numbers its running
+                # container holds that another device registered after it started.
+                "lateRegistrants": [x.to_json() for x in late.get(n, [])],
+                "healthy": bool(now) and not late.get(n),
             })
         out.append({"uid": uid, "namespace": c.namespace, "name": c.name, "pool": c.pool,
                     "devices": devices, "usbInterfaces": c.usb_interfaces,
@@ -220,7 +226,13 @@ def run_claims(args: argparse.Namespace) -> int:
             # A claim rebuilt from its CDI spec has no name until the kubelet prepares it again.
             claim = "(rebuilt)" if c["rebuilt"] else f"{c['namespace']}/{c['name']}"
             rows.append(clean_row((claim, c["uid"], d["name"], nodes)))
-            rows.extend(clean_row(("", "", "", f"left out: {x['why']}")) for x in d["leftOut"])
+            late = {x["minor"] for x in d["lateRegistrants"]}
+            rows.extend(clean_row(("", "", "", f"left out: {x['why']}")) for x in d["leftOut"]
+                        if x["minor"] not in late)
+            rows.extend(clean_row(("", "", "", f"UNHEALTHY, late registrant: {x['why']}, "
+                                   "registered after the container started (it can read it "
+                                   "until it restarts)"))
+                        for x in d["lateRegistrants"])
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3])

@@ -48,11 +48,12 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ..inventory.limits import DRIVER
-from ..inventory.model import Claimed, Inventory, PublishedDevice
+from ..inventory.model import Claimed, Inventory, LeftOut, PublishedDevice
 from ..sysfs.model import DevNode
-from . import cdi, usb
+from . import cdi, late, usb
 from .cdi import Delivery, SpecError
 from .claims import ClaimError, KubeClient, fetch_results
+from .late import started_events
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 from .state import PreparedClaim, PreparedDevice, StateLockTimeout, StateStore, claimed_by
 
@@ -169,12 +170,17 @@ class PluginMetrics(Protocol):
 
     def unprepared(self, errors: dict[str, str], seconds: float) -> None: ...
 
+    def late_registrants(self, count: int) -> None: ...
+
 
 class _NoMetrics:
     def prepared(self, errors: dict[str, str], seconds: float) -> None:
         pass
 
     def unprepared(self, errors: dict[str, str], seconds: float) -> None:
+        pass
+
+    def late_registrants(self, count: int) -> None:
         pass
 
 
@@ -205,6 +211,8 @@ class Plugin:
         self._serving_since: float | None = None  # time.time() of the last start
         self._confirmed: set[str] = set()  # rebuilt claims the API confirmed
         self._checker: threading.Thread | None = None
+        # (claim UID, Bluetooth device) -> the late registrants said in the log (late.py)
+        self._late: dict[tuple[str, str], tuple[LeftOut, ...]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -317,7 +325,10 @@ class Plugin:
                     out[c.uid] = PrepareOutcome(error=busy)
                 return out
             try:
-                inv = self._walk(claimed=self._claimed_locked())
+                # The claims being prepared count among the node's claims: a Bluetooth claim's
+                # virtual event nodes depend on how many there are (docs/inventory.md).
+                inv = self._walk(claimed=Claimed(self._claimed_locked().names, frozenset(
+                    r.device for _, results in fetched for r in results)))
             except Exception as e:
                 log.exception("walk for prepare failed")
                 for c, _ in fetched:
@@ -336,6 +347,10 @@ class Plugin:
                     log.exception("prepare %s", c.uid)
                     out[c.uid] = PrepareOutcome(error=f"internal error: {e!r}")
                     continue
+                # The container that starts now gets these numbers (decisions.md, "A late
+                # registrant is reported").
+                claim.started = started_events(claim.nodes) if all(
+                    claim.present.get(n, False) for n in claim.device_names()) else {}
                 resolved.append((claim, self._state.claims.get(c.uid), spec))
                 self._state.claims[c.uid] = claim
             if resolved:
@@ -632,6 +647,14 @@ class Plugin:
             dirty = False
             for uid, claim in sorted(self._state.claims.items()):
                 try:
+                    if claim.started and late.read_since_written(
+                            cdi.spec_path(self.config.cdi_dir, uid)):
+                        # A container started with the spec as it is: its numbers are these.
+                        started = late.started_events(claim.nodes)
+                        if started != claim.started:
+                            claim.started = started
+                            dirty = True
+                    self._note_late(uid, claim, late.late_registrants(claim.started, inv))
                     for n in claim.device_names():
                         now = inv.lookup(n)
                         is_present = bool(now)
@@ -698,17 +721,78 @@ class Plugin:
     def wait_health(self, version: int, timeout: float) -> tuple[int, tuple[DeviceHealthState,
                                                                               ...]]:
         """Block until the health differs from ``version``, the timeout, or stop."""
+        self.recheck_late()
         with self._health.cond:
             if self._health.version == version and not self.stopping:
                 self._health.cond.wait(timeout)
             return self._health.version, self._health.devices
 
+    def _note_late(self, uid: str, claim: PreparedClaim,
+                   found: dict[str, list[LeftOut]]) -> None:
+        """Remember a claim's late registrants; one log line for each that is new."""
+        for n in claim.device_names():
+            now = tuple(found.get(n, ()))
+            before = self._late.get((uid, n), ())
+            for x in now:
+                if x not in before:
+                    log.warning("%s", late.late_line(claim.namespace, claim.name, n, x))
+            if now:
+                self._late[(uid, n)] = now
+            elif before:
+                self._late.pop((uid, n), None)
+                log.info("claim %s/%s: Bluetooth device %s is healthy again", claim.namespace,
+                         claim.name, n)
+
+    def recheck_late(self) -> None:
+        """A late registrant's container may restart with no walk since (a restart sends no
+        uevent): at each health message, a claim whose rewritten spec the runtime has read
+        since is healthy again once its numbers no longer hold the late ones."""
+        with self._lock:
+            if not self._late or self.stopping:
+                return
+        with self._exclusive() as busy:
+            if busy:
+                return
+            dirty = False
+            for (uid, n), found in list(self._late.items()):
+                claim = self._state.claims.get(uid)
+                if claim is None or not late.read_since_written(
+                        cdi.spec_path(self.config.cdi_dir, uid)):
+                    continue
+                started = late.started_events(claim.nodes)
+                if started != claim.started:
+                    claim.started, dirty = started, True
+                held = set(claim.started.get(n, ()))
+                still = tuple(x for x in found if x.node.minor in held)
+                if still:
+                    self._late[(uid, n)] = still
+                else:
+                    del self._late[(uid, n)]
+                    log.info("claim %s/%s: Bluetooth device %s is healthy again: its container "
+                             "restarted with the current set", claim.namespace, claim.name, n)
+            if dirty:
+                try:
+                    self._state.save()
+                except OSError as e:
+                    log.error("saving the plugin state: %s", e)
+            self._update_health_locked()
+
+    def late_registrants(self) -> dict[tuple[str, str], tuple[LeftOut, ...]]:
+        """(claim UID, device) -> the numbers its running container holds that are now other
+        devices' (docs/plugin.md, "Health")."""
+        with self._lock:
+            return dict(self._late)
+
     def _update_health_locked(self) -> None:
         states: dict[tuple[str, str], bool] = {}
-        for claim in self._state.claims.values():
+        for uid in [k[0] for k in self._late if k[0] not in self._state.claims]:
+            self._late = {k: v for k, v in self._late.items() if k[0] != uid}
+        self._metrics.late_registrants(sum(len(v) for v in self._late.values()))
+        for uid, claim in self._state.claims.items():
             for n in claim.device_names():
                 key = (claim.pool, n)
-                states[key] = states.get(key, True) and claim.present.get(n, False)
+                states[key] = states.get(key, True) and claim.present.get(n, False) \
+                    and (uid, n) not in self._late
         devices = tuple(DeviceHealthState(p, d, h) for (p, d), h in sorted(states.items()))
         with self._health.cond:
             if devices != self._health.devices:

@@ -123,6 +123,8 @@ class PreparedClaim:
     # Rebuilt from its CDI spec after the state was lost: namespace/name and request names are
     # unknown until the kubelet prepares it again.
     rebuilt: bool = False
+    # Bluetooth device -> the legacy event minors its running container started with (late.py).
+    started: dict[str, list[int]] = field(default_factory=dict)
 
     def device_names(self) -> list[str]:
         return sorted({d.name for d in self.devices})
@@ -142,7 +144,8 @@ class PreparedClaim:
             "present": dict(sorted(self.present.items())),
             "usbInterfaces": self.usb_interfaces,
             "preparedAt": self.prepared_at,
-        } | ({"rebuilt": True} if self.rebuilt else {})
+        } | ({"rebuilt": True} if self.rebuilt else {}) | (
+            {"startedEvents": dict(sorted(self.started.items()))} if self.started else {})
 
     @classmethod
     def from_json(cls, uid: str, obj: Any) -> PreparedClaim:
@@ -180,10 +183,17 @@ class PreparedClaim:
         prepared_at = o.get("preparedAt", 0.0)
         if type(prepared_at) not in (int, float) or not math.isfinite(prepared_at):
             raise StateError(f"preparedAt {prepared_at!r} is not a time")
+        started: dict[str, list[int]] = {}
+        for dev, lst in _dict(o.get("startedEvents", {}), "startedEvents").items():
+            minors = [_number(m) for m in _list(lst, f"the started events of {dev}")]
+            if len(minors) > 32 or not all(64 <= m < 96 for m in minors):
+                raise StateError(f"the started events of {dev} are not legacy event minors")
+            started[cdi.check_device(dev)] = minors
         return cls(uid=uid, namespace=_str(o.get("namespace"), "namespace"),
                    name=_str(o.get("name"), "name"), pool=_str(o.get("pool", ""), "pool"),
                    devices=devices, nodes=nodes, present=present, usb_interfaces=interfaces,
-                   prepared_at=float(prepared_at), rebuilt=_bool(o.get("rebuilt", False)))
+                   prepared_at=float(prepared_at), rebuilt=_bool(o.get("rebuilt", False)),
+                   started=started)
 
 
 def _str(v: Any, what: str) -> str:

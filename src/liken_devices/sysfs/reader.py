@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .devnames import default_devname
+from .hci import hci_address
 from .model import DevNode, Snapshot, SysDevice
 from .values import dev_numbers, devname_problem
 
@@ -48,6 +49,8 @@ PCI_FALLBACK_ATTRS = ("vendor", "device", "class", "modalias")
 # A ttyS port's UART type: 0 is a placeholder with no UART behind it (decisions "Placeholder
 # serial ports").
 SERIAL_PORT_ATTRS = ("type",)
+_LEGACY_EVENT_NUMBERS = frozenset(f"13:{m}" for m in range(64, 96))
+HCI_ATTRS = ("address",)  # an adapter's address: listed by kernels before 3.13 (sysfs.hci)
 # A sysfs text attribute (and a uevent) is at most one page; 64 KiB covers any page size.
 MAX_ATTR = 64 << 10
 MAX_ENTRIES = 200_000  # entries of one directory listed (an index, a device's slaves)
@@ -100,6 +103,8 @@ def _attributes_to_read(path: str, subsystem: str | None, props: dict[str, str])
         return list(PCI_FALLBACK_ATTRS)
     if subsystem == "tty" and path.rsplit("/", 1)[-1].startswith("ttyS"):
         return list(SERIAL_PORT_ATTRS)
+    if subsystem == "bluetooth" and props.get("DEVTYPE") == "host":
+        return list(HCI_ATTRS)
     return []
 
 
@@ -273,6 +278,13 @@ class _Walk:
             content = self.read(f"{path}/{attr}")
             if content is not None:
                 attrs[attr] = content.rstrip(b"\n")
+        if subsystem == "bluetooth" and "address" not in attrs and self.root == "/sys" \
+                and props.get("DEVTYPE") == "host":
+            # This host's adapter on a kernel that no longer lists the address: ask the kernel.
+            index = path.rsplit("/", 1)[-1].removeprefix("hci")
+            address = hci_address(int(index)) if index.isdigit() else None
+            if address is not None:
+                attrs["address"] = address.encode()
         node = self.node(path, node_type, subsystem, props, attrs) if node_type else None
         slaves = tuple(self.listdir(path + "/slaves")) if virtual_block else ()
         return SysDevice(path, subsystem, driver, props, attrs, node, slaves)
@@ -341,8 +353,15 @@ def read_sysfs(root: Path | str = "/sys", memo: ReaderMemo | None = None) -> Sna
         entries = f"/dev/{kind}"
         for entry in walk.listdir(entries):
             path = walk.resolve(entries, entry)
-            if path is None or (node_type == "c" and path.startswith("/devices/virtual/")):
+            if path is None:
                 continue
+            if node_type == "c" and path.startswith("/devices/virtual/"):
+                # One kind is kept: a legacy event node (13:64..13:95) of a virtual input device
+                # (uinput's, uhid's), with its input device, whose phys names the Bluetooth
+                # adapter it belongs to (docs/inventory.md, "Virtual event nodes").
+                if entry not in _LEGACY_EVENT_NUMBERS:
+                    continue
+                walk.load(path.rsplit("/", 1)[0])
             walk.load(path, node_type, numbers=entry)
     for bus in ("pci", "usb"):
         for entry in sorted(index[bus]):
