@@ -193,6 +193,15 @@ class Env:
     # -- compile and evaluate ------------------------------------------------------------------
 
     def compile(self, expression: str) -> Any:
+        """A selector's program; :class:`CompileError` where Kubernetes would reject it."""
+        program = self.compile_value(expression)
+        rtype = program.return_type()
+        if rtype != self._cel.Type.BOOL and rtype != self._cel.Type.DYN:
+            raise CompileError(f"must evaluate to bool or the unknown type, not {rtype.name()}")
+        return program
+
+    def compile_value(self, expression: str) -> Any:
+        """A program for any expression in the environment (a PATH an explanation reads)."""
         if not isinstance(expression, str) or not expression.strip():
             raise CompileError("the expression is empty")
         if len(expression.encode()) > MAX_EXPRESSION_BYTES:
@@ -209,9 +218,6 @@ class Env:
             program = self._env.compile(_default_domains(expression))
         except RuntimeError as exc:
             raise CompileError(_compile_message(str(exc))) from None
-        rtype = program.return_type()
-        if rtype != self._cel.Type.BOOL and rtype != self._cel.Type.DYN:
-            raise CompileError(f"must evaluate to bool or the unknown type, not {rtype.name()}")
         return program
 
     def evaluate(self, program: Any, data: dict[str, Any]) -> tuple[Any, str | None]:
