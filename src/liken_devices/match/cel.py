@@ -159,7 +159,8 @@ class Env:
         if not isinstance(attr, Mapping) or len(attr) != 1:
             raise ValueError_("an attribute must have exactly one value")
         kind, value = next(iter(attr.items()))
-        if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+        if kind == "int" and isinstance(value, int) and not isinstance(value, bool) \
+                and -(2**63) <= value < 2**63:  # the API's int64
             return value
         if kind == "bool" and isinstance(value, bool):
             return value

@@ -55,12 +55,13 @@ def cel_string(text: str) -> str:
     """``text`` as a CEL string literal, in ASCII: a printable ASCII character as itself (a
     quote and a backslash escaped), every other code point as ``\\uXXXX`` or, beyond the Basic
     Multilingual Plane, ``\\UXXXXXXXX`` (CEL's escapes name code points, never UTF-16 halves).
-    A lone surrogate is no character at all: :class:`ValueError`."""
+    A lone surrogate is no character at all, and NUL cannot be checked here (the CEL runtime's
+    strings end at it): :class:`ValueError`, and the attribute is left out."""
     out = ['"']
     for ch in text:
         cp = ord(ch)
-        if 0xD800 <= cp <= 0xDFFF:
-            raise ValueError(f"a lone surrogate U+{cp:04X} is not a character")
+        if 0xD800 <= cp <= 0xDFFF or cp == 0:
+            raise ValueError(f"U+{cp:04X} cannot be stated and checked")
         if ch in '"\\':
             out.append("\\" + ch)
         elif 0x20 <= cp < 0x7F:
@@ -270,6 +271,10 @@ def select(devices: Sequence[Device], selectors: Sequence[str], env: Env | None 
     evaluator = Evaluator(env or environment(), {})
     chosen = []
     for d in devices:
+        data = evaluator.data(d)
+        if isinstance(data, str):
+            # The API server holds no such slice: it is a file someone wrote.
+            raise InputError(f"the slice is not valid: device {d.name}: {data}")
         ok = True
         for expression in selectors:
             outcome = evaluator.outcome(expression, d)
