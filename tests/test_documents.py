@@ -121,11 +121,10 @@ def test_a_device_node_is_refused(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_16_mib_slices_file_is_read_in_bounded_memory(tmp_path: Path) -> None:
     """A fleet's worth of slices, within 640 MiB of address space (it took 3 GB)."""
-    one = SLICE.format(i="{i}")
     parts = ["apiVersion: v1\nkind: List\nitems:\n"]
     size, i = 0, 0
     while size < 16 << 20:
-        item = "- " + one.format(i=i).replace("\n", "\n  ").rstrip() + "\n"
+        item = "- " + SLICE.format(i=i).replace("\n", "\n  ").rstrip() + "\n"
         parts.append(item)
         size += len(item)
         i += 1
@@ -183,7 +182,7 @@ def test_anchors_merges_and_json() -> None:
         parse(text, Limits(bytes=1 << 20, aliases=False))
     with pytest.raises(InputError, match="appears twice"):
         parse("a: 1\na: 2\n", Limits(bytes=100, unique_keys=True))
-    with pytest.raises(InputError, match="more than 2 documents"):
+    with pytest.raises(InputError, match="found another document"):
         parse("a\n---\nb\n---\nc\n", Limits(bytes=100, documents=2))
     with pytest.raises(InputError, match="not accepted"):
         parse("!!python/object:os.system {}\n", Limits(bytes=100))

@@ -48,9 +48,10 @@ class Limits:
     unique_keys: bool = False
 
 
-# A hook that sees each scalar with its mapping key (None in a sequence or at the top): the
-# Machine reader uses it to refuse IDs that YAML 1.1 turns into numbers.
-ScalarCheck = Callable[[str | None, yaml.ScalarEvent, str], None]
+# A hook that sees each scalar with the mapping key it sits under (directly, or as an item of
+# the sequence under that key: the bool says which) and its resolved tag: the Machine reader
+# uses it to refuse IDs that YAML 1.1 turns into numbers.
+ScalarCheck = Callable[[str | None, bool, yaml.ScalarEvent, str], None]
 
 try:  # libyaml's parser: many times faster, and iterative (its events, not its composer)
     _Parser: Any = yaml.CSafeLoader
@@ -151,7 +152,8 @@ class _Builder:
                 event = parser.get_event()
                 if isinstance(event, yaml.DocumentStartEvent):
                     if len(documents) >= limits.documents:
-                        raise self.fail(event, f"more than {limits.documents} documents")
+                        raise self.fail(event, "found another document (at most "
+                                        f"{limits.documents})")
                     anchors = {}
                     continue
                 if isinstance(event, (yaml.StreamStartEvent, yaml.StreamEndEvent,
@@ -203,10 +205,13 @@ class _Builder:
         if tag not in _SCALAR_TAGS and tag != "tag:yaml.org,2002:merge":
             raise self.fail(event, f"the tag {tag[:40]!r} is not accepted")
         if self.check is not None:
-            key = None
+            key, item = None, False
             if stack and isinstance(stack[-1][0], dict) and stack[-1][1] is not _NO_KEY:
-                key = stack[-1][1] if isinstance(stack[-1][1], str) else None
-            self.check(key, event, tag)
+                key = stack[-1][1]
+            elif len(stack) > 1 and isinstance(stack[-1][0], list) \
+                    and isinstance(stack[-2][0], dict):
+                key, item = stack[-2][1], True
+            self.check(key if isinstance(key, str) else None, item, event, tag)
         if tag in (_STR, "tag:yaml.org,2002:timestamp"):
             return event.value  # a timestamp stays the text it is (as in JSON)
         if tag == "tag:yaml.org,2002:merge":
