@@ -563,7 +563,8 @@ def _string_end(text: str, start: int) -> int:
 
 
 def code_positions(text: str, start: int = 0) -> Iterator[tuple[int, int]]:
-    """Each index of ``text`` from ``start`` that lies outside CEL string literals, with the
+    """Each index of ``text`` from ``start`` that lies outside CEL string literals and
+    ``//`` comments, with the
     bracket depth once the character there is read (an opening bracket counts itself, a
     closing one is already closed). The one scanner every expression rewrite here and in
     ``allocate`` walks with, so that a quote or bracket inside a string never misleads them."""
@@ -572,6 +573,10 @@ def code_positions(text: str, start: int = 0) -> Iterator[tuple[int, int]]:
         ch = text[i]
         if ch in "\"'":
             i = _string_end(text, i)
+            continue
+        if text.startswith("//", i):  # a comment runs to the end of its line
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
             continue
         if ch in "([{":
             depth += 1
