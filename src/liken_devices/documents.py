@@ -128,6 +128,12 @@ def _measure(value: Any, limits: Limits, origin: str) -> None:
             stack.extend((x, depth + 1) for x in v)
 
 
+def line(event: yaml.Event) -> int:
+    """The 1-based line an event starts on (0 when the parser gave no mark)."""
+    mark = event.start_mark
+    return mark.line + 1 if mark is not None else 0
+
+
 class _Builder:
     """Python values from the parser's events, bounded as the module says."""
 
@@ -138,7 +144,7 @@ class _Builder:
         self.total = 0
 
     def fail(self, event: yaml.Event, what: str) -> InputError:
-        return InputError(f"{self.origin}: line {event.start_mark.line + 1}: {what}")
+        return InputError(f"{self.origin}: line {line(event)}: {what}")
 
     def run(self, text: str) -> list[Any]:
         limits = self.limits
@@ -184,7 +190,8 @@ class _Builder:
                     continue
                 if isinstance(event, yaml.AliasEvent):
                     if event.anchor not in anchors:
-                        raise self.fail(event, f"the alias *{event.anchor[:40]} names no anchor")
+                        raise self.fail(event, f"the alias *{str(event.anchor)[:40]} names no "
+                                        "anchor")
                     value, size = anchors[event.anchor]
                     self.add(event, value, size, stack, documents)
                     continue
@@ -199,7 +206,8 @@ class _Builder:
 
     def scalar(self, event: yaml.ScalarEvent, stack: list[list[Any]]) -> Any:
         if event.tag in (None, "!"):
-            tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
+            tag = _RESOLVER.resolve(  # type: ignore[no-untyped-call]
+                yaml.ScalarNode, event.value, event.implicit)
         else:
             tag = event.tag
         if tag not in _SCALAR_TAGS and tag != "tag:yaml.org,2002:merge":
@@ -216,7 +224,7 @@ class _Builder:
             return event.value  # a timestamp stays the text it is (as in JSON)
         if tag == "tag:yaml.org,2002:merge":
             return _MERGE
-        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
+        node = yaml.ScalarNode(tag, event.value)
         return _CONSTRUCT.construct_object(node, deep=True)
 
     def add(self, event: yaml.Event, value: Any, size: int, stack: list[list[Any]],

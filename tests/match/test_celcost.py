@@ -53,7 +53,7 @@ def test_the_issue_sized_bomb_is_short_and_refused() -> None:
     f'device.attributes["{D}"].address.split(":").size() == 2',
     f'cel.bind(a, device.attributes["{D}"], a.vendor + ":" + a.product == "10de:1234")',
     f'device.attributes["{D}"].names.exists(x, x.contains("gpu"))',
-    f'["a", "b"].map(x, x + x).join(",") == "aa,bb"',
+    '["a", "b"].map(x, x + x).join(",") == "aa,bb"',
 ])
 def test_ordinary_selectors_are_cheap(expression: str) -> None:
     cost = estimate(expression)
@@ -62,7 +62,7 @@ def test_ordinary_selectors_are_cheap(expression: str) -> None:
 
 @pytest.mark.parametrize("expression", [
     f'device.attributes["{D}"].vendor == "10de" // the vendor\'s "ID"',
-    f'// it\'s the driver\'s [\ndevice.attributes["nosuchdomain"].size() == 0',
+    '// it\'s the driver\'s [\ndevice.attributes["nosuchdomain"].size() == 0',
     f'device.attributes["{D}"].vendor == "10de" /* no */ || true'.replace(" /* no */", ""),
 ])
 def test_a_selector_with_comments_is_accepted(expression: str) -> None:
@@ -96,7 +96,7 @@ def test_what_is_accepted_runs_in_bounded_memory(tmp_path: Path, seed: str, ops:
     (0 or 1) within 384 MiB and the deadline; never a traceback."""
     body = "x" + "".join(ops)
     expression = f'cel.bind(x, "{seed}", {body}.size() >= 0)'
-    for i in range(binds):
+    for _i in range(binds):
         expression = f'cel.bind(x, "{seed}" + "{seed}", {expression})'
     claim = tmp_path / "claim.yaml"
     claim.write_text(yaml.safe_dump_all([

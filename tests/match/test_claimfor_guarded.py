@@ -174,7 +174,7 @@ def test_any_unicode_serial_becomes_a_literal_that_selects_the_device(serial: st
 
 
 def test_an_emoji_serial_is_written_as_one_code_point() -> None:
-    cls, req = generated(make_slice(NODE, DRIVER, [stick("\U0001f600A1")]), "usb-1-2-1-0")
+    _cls, req = generated(make_slice(NODE, DRIVER, [stick("\U0001f600A1")]), "usb-1-2-1-0")
     joined = " ".join(req)
     assert "\\U0001f600A1" in joined and "\\ud83d" not in joined.lower()
 

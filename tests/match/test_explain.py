@@ -253,7 +253,7 @@ def test_a_device_in_use_is_skipped_before_its_selectors_run(
         dev("usb-1-3-1-0", bus="usb", vendor="0403", subsystem="tty", speed=12)])]
     held = claim([req("h", "serial")], name="holder", allocated=[
         {"request": "h", "driver": "liken.sh", "pool": "n1", "device": "usb-1-2-1-0"}])
-    rc, out = run(tmp_path, capsys, held,
+    rc, _out = run(tmp_path, capsys, held,
                   claim([req("s", "serial", 'device.attributes["liken.sh"].speed == 12')]),
                   slices=slices)
     assert rc == 0

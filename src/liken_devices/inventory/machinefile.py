@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from ..documents import Limits, load_file, parse
+from ..documents import Limits, line, load_file, parse
 from ..errors import InputError
 from .model import MachineSpec, SerioEntry
 from .modname import is_module_name
@@ -55,7 +55,7 @@ def _check_string(what: str, event: yaml.ScalarEvent, tag: str) -> None:
     if tag != _STR and event.value != "" and not event.style:  # plain, not quoted
         kind = _KINDS.get(tag.rsplit(":", 1)[-1], "something else")
         raise InputError(
-            f"line {event.start_mark.line + 1}: {what} {event.value[:40]!r} is read by YAML as "
+            f"line {line(event)}: {what} {event.value[:40]!r} is read by YAML as "
             f"{kind}, not text; quote it: \"{event.value[:40]}\"")
 
 

@@ -1,12 +1,12 @@
 """A worst-case cost estimate of a DRA selector that counts what strings and lists can grow to.
 
-Kubernetes refuses a selector whose estimated cost exceeds 1,000,000 (``CELSelectorExpressionMaxCost``)
-and evaluates the ones it admits under the same limit. Its estimate (cel-go's checker, with the
-sizes the DRA environment declares) follows each value's size through the expression: a string
-operation costs a tenth of a unit per byte it reads and its result is as long as it can get, so
-``"aaaa".replace("a", "aaaaaaaaaa")`` nested nine times reads 4 GB and is refused, though no
-comprehension appears in it. The runtime here has no such estimate, so this module parses the
-expression and computes one in the same way:
+Kubernetes refuses a selector whose estimated cost exceeds 1,000,000
+(``CELSelectorExpressionMaxCost``) and evaluates the ones it admits under the same limit. Its
+estimate (cel-go's checker, with the sizes the DRA environment declares) follows each value's
+size through the expression: a string operation costs a tenth of a unit per byte it reads and
+its result is as long as it can get, so ``"aaaa".replace("a", "aaaaaaaaaa")`` nested nine times
+reads 4 GB and is refused, though no comprehension appears in it. The runtime here has no
+such estimate, so this module parses the expression and computes one in the same way:
 
 - every value carries its largest size (bytes of a string, elements of a list or map) and, for
   a list or map, the estimate of its elements;
@@ -224,10 +224,7 @@ class _Parser:
             if tok in (".", ".?"):
                 self.take()
                 name = self.take()
-                if self.peek() == "(":
-                    e = self.call(name, e)
-                else:
-                    e = _field(e, name).plus(e.cost + 1)
+                e = self.call(name, e) if self.peek() == "(" else _field(e, name).plus(e.cost + 1)
             elif tok in ("[", "[?"):
                 self.take()
                 index = self.expr()
