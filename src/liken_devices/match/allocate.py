@@ -4,8 +4,11 @@ The rules (resource.k8s.io/v1, KEP-4381 structured parameters, KEP-4816 prioriti
 KEP-5018 admin access, KEP-5075 allowMultipleAllocations):
 
 - a device fits a request when every selector of the request's DeviceClass and then every
-  selector of the request is true for it; a CEL evaluation error is not a match (and is shown:
-  the scheduler stops allocating the claim on such an error, so it is worth fixing);
+  selector of the request is true for it (the first that is false or fails decides);
+- devices are visited pool by pool, each slice's in order; one in use (held by another claim,
+  or picked earlier in the search) is skipped before its selectors run; a CEL runtime error on
+  a device the search reaches, a missing DeviceClass or a selector that does not compile stops
+  the allocation of every claim of the pod, as the scheduler's allocator returns an error;
 - a device that another claim holds is taken, unless the device has
   ``allowMultipleAllocations`` (then more than one claim can hold it) or the request asks for
   admin access (which never takes a device from anyone); a taint with effect NoSchedule or
@@ -17,8 +20,8 @@ KEP-5018 admin access, KEP-5075 allowMultipleAllocations):
   without the attribute satisfies neither;
 - the search backtracks over device choices like the scheduler, bounded in steps.
 
-For every device that does not fit, the explanation names the first failing selector and the
-values it read (:func:`explain_failure`).
+For every device that does not fit, the explanation names the first failing selector, the
+comparison that failed and the value CEL read (:mod:`.explain`).
 """
 
 from __future__ import annotations

@@ -284,7 +284,9 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         description="Print a DeviceClass, a ResourceClaimTemplate and a Pod stub (YAML, ready "
                     "for kubectl apply) that select DEVICE by what identifies it across reboots "
                     "and replugs: vendor, product and serial for USB; pciBusID, vendor and "
-                    "product for PCI; the firmware name for a board device. Exit 1 (refused) "
+                    "product for PCI; the firmware name for a board device. Every attribute a "
+                    "selector reads is guarded (has()), so no selector fails on another "
+                    "device, which would stop the scheduler's allocation. Exit 1 (refused) "
                     "when that cannot tell DEVICE apart from another published device.")
     p.add_argument("device", metavar="DEVICE", help="a published device's name (see scan)")
     p.add_argument("--any", action="store_true",
@@ -303,9 +305,11 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
                     "templates) against a node's devices as the scheduler's allocator does: "
                     "DeviceClass and request selectors (CEL), exactly/firstAvailable, "
                     "allocationMode and count, matchAttribute/distinctAttribute, devices other "
-                    "claims hold, admin access. For every device that does not match it names "
-                    "the first failing selector and the values it saw. Exit 0 allocatable (on "
-                    "at least one node), 1 not, 2 bad input.")
+                    "claims hold, admin access; a CEL runtime error on a device the allocator "
+                    "reaches stops the claim, as in the scheduler. For every device that does "
+                    "not match it names the first failing selector, the comparison that failed "
+                    "and the value it read. Exit 0 allocatable (on at least one node), 1 not, "
+                    "2 bad input.")
     p.add_argument("-f", "--filename", type=Path, action="append", required=True,
                    metavar="FILE", help="claims, templates, pods and DeviceClasses, YAML or "
                                         "JSON, several documents each (repeat; - reads "
