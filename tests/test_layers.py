@@ -20,8 +20,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "liken_devices"
 # The rank of each top-level unit of the package; a unit imports only units of rank <= its own.
 LAYERS: dict[str, int] = {
     "": 0,  # the package itself (__version__)
-    "errors": 0, "files": 0, "heap": 0, "inputfiles": 0, "logs": 0, "probe": 0, "signals": 0,
-    "terminal": 0,
+    "errors": 0, "files": 0, "documents": 0, "heap": 0, "inputfiles": 0, "logs": 0, "probe": 0,
+    "signals": 0, "terminal": 0,
     "sysfs": 1,
     "inventory": 2,
     "slices": 3, "cliargs": 3,

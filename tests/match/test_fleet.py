@@ -167,12 +167,14 @@ CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
 def test_match_against_the_cluster(api: FakeApiServer, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str],
                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Which nodes can allocate a reader: every one but the node whose reader is held."""
+    """Which nodes can allocate a reader: every one but the node whose reader is held (the
+    class guards the attribute other devices lack: unguarded, the scheduler stops at them)."""
     populate(api, 8)
     api.put_object("deviceclasses", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
         "metadata": {"name": "reader"},
         "spec": {"selectors": [{"cel": {"expression":
+                                        'has(device.attributes["liken.sh"].class) && '
                                         'device.attributes["liken.sh"].class == "smart-card"'}}]}})
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     claim = _claim_file(tmp_path, "reader")
@@ -193,7 +195,8 @@ def test_match_against_the_cluster(api: FakeApiServer, tmp_path: Path,
     assert rc == 0
     objects = list(yaml.safe_load_all(capsys.readouterr().out))
     selectors = objects[1]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"]
-    assert {"cel": {"expression": 'device.attributes["liken.sh"].serial == "S6"'}} in selectors
+    assert {"cel": {"expression": 'has(device.attributes["liken.sh"].serial) && '
+                                  'device.attributes["liken.sh"].serial == "S6"'}} in selectors
     rc = kubectl_main(["fleet", "--node", "node-0006"])
     assert rc == 0 and "node-0006" in capsys.readouterr().out
 

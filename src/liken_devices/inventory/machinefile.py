@@ -16,13 +16,14 @@ is YAML written by hand, so it is hostile until parsed (docs/inventory.md, "Bad 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ..documents import Limits, line, load_file, parse
 from ..errors import InputError
-from ..inputfiles import read_input
 from .model import MachineSpec, SerioEntry
 from .modname import is_module_name
 
@@ -35,96 +36,40 @@ MAX_SERIAL = 255  # a USB string descriptor holds at most 126 UTF-16 characters
 _HEX4 = re.compile(r"[0-9a-f]{4}")  # fullmatch
 _STR = "tag:yaml.org,2002:str"
 _STRING_KEYS = ("vendor", "product", "serial")
+# One document, no anchors or aliases, no key twice, 32 levels at most.
+LIMITS = Limits(bytes=MAX_FILE, depth=MAX_DEPTH, documents=1, values=100_000, aliases=False,
+                unique_keys=True)
 _KINDS = {"int": "a number", "float": "a number", "bool": "a boolean", "null": "null",
           "timestamp": "a date", "binary": "binary data"}
 
 
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing anchors, aliases and deep nesting while composing."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise InputError(f"line {event.start_mark.line + 1}: anchors and aliases (& and *) "
-                             "are not accepted in a Machine")
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise InputError(f"line {event.start_mark.line + 1}: nested deeper than {MAX_DEPTH} "
-                             "levels")
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+def _check(key: str | None, item: bool, event: yaml.ScalarEvent, tag: str) -> None:
+    """IDs, serials and module names written as strings."""
+    if key in _STRING_KEYS and not item:
+        _check_string(key, event, tag)
+    elif key == "modules" and item:
+        _check_string("a module name", event, tag)
 
 
-def _check_nodes(node: yaml.Node) -> None:
-    """No key twice in a mapping; IDs, serials and module names written as strings."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, yaml.MappingNode):
-            seen: set[str] = set()
-            for key, value in n.value:
-                if isinstance(key, yaml.ScalarNode):
-                    if key.value in seen:
-                        raise InputError(f"line {key.start_mark.line + 1}: the key "
-                                         f"{key.value[:40]!r} appears twice in one mapping")
-                    seen.add(key.value)
-                    if key.value in _STRING_KEYS:
-                        _check_string(key.value, value)
-                    elif key.value == "modules" and isinstance(value, yaml.SequenceNode):
-                        for item in value.value:
-                            _check_string("a module name", item)
-                stack.append(value)
-        elif isinstance(n, yaml.SequenceNode):
-            stack.extend(n.value)
-
-
-def _check_string(what: str, node: yaml.Node) -> None:
-    if isinstance(node, yaml.ScalarNode) and node.tag != _STR and node.value != "" \
-            and node.style is None:
-        kind = _KINDS.get(node.tag.rsplit(":", 1)[-1], "something else")
+def _check_string(what: str, event: yaml.ScalarEvent, tag: str) -> None:
+    if tag != _STR and event.value != "" and not event.style:  # plain, not quoted
+        kind = _KINDS.get(tag.rsplit(":", 1)[-1], "something else")
         raise InputError(
-            f"line {node.start_mark.line + 1}: {what} {node.value[:40]!r} is read by YAML as "
-            f"{kind}, not text; quote it: \"{node.value[:40]}\"")
+            f"line {line(event)}: {what} {event.value[:40]!r} is read by YAML as "
+            f"{kind}, not text; quote it: \"{event.value[:40]}\"")
 
 
 def load_machine_yaml(text: str, origin: str = "machine") -> Any:
-    """The document in ``text`` as Python objects, refusing what :mod:`this module <.>` says."""
-    loader: _Loader | None = None
-    try:
-        loader = _Loader(text)  # its reader refuses control characters at once
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_nodes(node)
-        return loader.construct_document(node)
-    except InputError as exc:
-        raise InputError(f"{origin}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
-        raise InputError(f"{origin} is not valid YAML{where}: {problem}") from None
-    except RecursionError:
-        raise InputError(f"{origin}: nested too deeply") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
+    """The document in ``text`` as Python objects, refusing what :mod:`this module <.>` says,
+    with the project's one bounded reader (:mod:`...documents`)."""
+    docs = parse(text, LIMITS, origin, _check)
+    return docs[0] if docs else None
 
 
 def read_machine_file(path: Path) -> MachineSpec:
     """A ``--machine FILE``: a Machine manifest or just its spec. :class:`InputError` if bad."""
-    raw = read_input(path, MAX_FILE, "machine file")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"machine file {path} is not UTF-8 (byte {exc.start})") from None
-    return parse_machine(load_machine_yaml(text, f"machine file {path}"), str(path))
+    docs = load_file(path, replace(LIMITS, bytes=MAX_FILE), "machine file", _check)
+    return parse_machine(docs[0] if docs else None, str(path))
 
 
 def parse_machine(doc: Any, origin: str = "machine") -> MachineSpec:

@@ -4,8 +4,11 @@ The rules (resource.k8s.io/v1, KEP-4381 structured parameters, KEP-4816 prioriti
 KEP-5018 admin access, KEP-5075 allowMultipleAllocations):
 
 - a device fits a request when every selector of the request's DeviceClass and then every
-  selector of the request is true for it; a CEL evaluation error is not a match (and is shown:
-  the scheduler stops allocating the claim on such an error, so it is worth fixing);
+  selector of the request is true for it (the first that is false or fails decides);
+- devices are visited pool by pool, each slice's in order; one in use (held by another claim,
+  or picked earlier in the search) is skipped before its selectors run; a CEL runtime error on
+  a device the search reaches, a missing DeviceClass or a selector that does not compile stops
+  the allocation of every claim of the pod, as the scheduler's allocator returns an error;
 - a device that another claim holds is taken, unless the device has
   ``allowMultipleAllocations`` (then more than one claim can hold it) or the request asks for
   admin access (which never takes a device from anyone); a taint with effect NoSchedule or
@@ -17,19 +20,19 @@ KEP-5018 admin access, KEP-5075 allowMultipleAllocations):
   without the attribute satisfies neither;
 - the search backtracks over device choices like the scheduler, bounded in steps.
 
-For every device that does not fit, the explanation names the first failing selector and the
-values it read (:func:`explain_failure`).
+For every device that does not fit, the explanation names the first failing selector, the
+comparison that failed and the value CEL read (:mod:`.explain`).
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cel import CompileError, DeviceInput, Env, code_positions, matching_bracket
+from .cel import CompileError, DeviceInput, Env, Outcome
+from .explain import explain_error, explain_false
 from .model import Claim, Constraint, Device, DeviceClass, Request, Subrequest
 from .values import ValueError_
 
@@ -57,6 +60,33 @@ class Alternative:
     matching: list[Candidate] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
     problem: str | None = None  # the class is missing, a selector does not compile
+    # Every device in the allocator's order with what the selectors say of it.
+    order: list[Candidate | Rejection] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """What ends the scheduler's allocation of a pod's claims with an error, on every node:
+    a DeviceClass that does not exist, a selector that does not compile, or a CEL runtime
+    error on a device the allocator reaches (KEP-4381: errors in selectors are the claim's
+    problem, so the scheduler reports them instead of trying other devices)."""
+
+    claim: Claim
+    request: str
+    message: str
+    rejection: Rejection | None = None
+
+
+@dataclass(frozen=True)
+class ConstraintResult:
+    """A matchAttribute or distinctAttribute constraint with the values the devices carry:
+    for an allocation, each chosen device's; otherwise each candidate's, per request."""
+
+    kind: str  # "matchAttribute" / "distinctAttribute"
+    attribute: str
+    requests: tuple[str, ...]
+    satisfied: bool
+    values: tuple[tuple[str, Device, Any], ...]  # (request, device, (kind, value) or None)
 
 
 @dataclass
@@ -74,6 +104,28 @@ class ClaimResult:
     reason: str
     requests: list[RequestResult]
     warnings: list[str] = field(default_factory=list)
+    stop: Stop | None = None
+    constraints: list[ConstraintResult] = field(default_factory=list)
+    qualified: bool = False  # devices are named driver/pool/device: several pools on the node
+
+    def name(self, device: Device) -> str:
+        return device_name(device, self.qualified)
+
+
+def device_name(device: Device, qualified: bool) -> str:
+    """A device as ``status.allocation`` names it (driver, pool, device) where two drivers or
+    pools could publish the same device name, else by its name alone."""
+    return f"{device.driver}/{device.pool}/{device.name}" if qualified else device.name
+
+
+def allocator_order(devices: Sequence[Device]) -> list[Device]:
+    """The devices in the order the allocator visits them: pool by pool (a pool's slices in
+    order, each slice's devices in order). The scheduler visits pools in no fixed order (it
+    gathers them in a map); this takes them in the order the slices were read."""
+    first: dict[tuple[str, str], int] = {}
+    for d in devices:
+        first.setdefault((d.driver, d.pool), len(first))
+    return sorted(devices, key=lambda d: first[(d.driver, d.pool)])
 
 
 class Evaluator:
@@ -84,6 +136,7 @@ class Evaluator:
         self.classes = classes
         self._programs: dict[str, Any] = {}
         self._data: dict[tuple[str, str, str], dict[str, Any] | str] = {}
+        self._outcomes: dict[tuple[str, tuple[str, str, str]], Outcome] = {}
 
     def program(self, expression: str) -> Any:
         if expression not in self._programs:
@@ -113,16 +166,40 @@ class Evaluator:
         out += [(f"request {sub.name} selector {i + 1}", e) for i, e in enumerate(sub.selectors)]
         return out
 
+    def outcome(self, expression: str, device: Device) -> Outcome:
+        """``expression`` evaluated on ``device`` (an error for a device the API would not
+        hold, such as an attribute with two values)."""
+        key = (expression, device.key)
+        if key not in self._outcomes:
+            data = self.data(device)
+            if isinstance(data, str):
+                self._outcomes[key] = Outcome(False, f"the device cannot be evaluated: {data}")
+            else:
+                self._outcomes[key] = self.env.matches(self.program(expression), data)
+        return self._outcomes[key]
+
     def first_failure(self, sub: Subrequest, device: Device) -> Rejection | None:
-        data = self.data(device)
+        """The first selector that is not true for ``device``, class selectors first, as the
+        allocator evaluates them (it stops at the first that is false or fails)."""
         for label, expression in self.selectors(sub):
+            outcome = self.outcome(expression, device)
+            if outcome.error is None and outcome.matched:
+                continue
+            data = self.data(device)
             if isinstance(data, str):
                 return Rejection(device, label, f"the device cannot be evaluated: {data}", True)
-            outcome = self.env.matches(self.program(expression), data)
+
+            def evaluate(text: str, data: dict[str, Any] = data) -> tuple[bool, str | None]:
+                try:
+                    o = self.env.matches(self.program(text), data)
+                except CompileError as exc:
+                    return False, str(exc)
+                return o.matched, o.error
+
             if outcome.error is not None:
-                return Rejection(device, label, f"CEL runtime error: {outcome.error}", True)
-            if not outcome.matched:
-                return Rejection(device, label, explain_failure(self, expression, data))
+                return Rejection(device, label, explain_error(self.env, expression, data,
+                                                              outcome.error, evaluate), True)
+            return Rejection(device, label, explain_false(self.env, expression, data, evaluate))
         return None
 
 
@@ -132,16 +209,25 @@ def evaluate_claims(evaluator: Evaluator, claims: Sequence[Claim], devices: Sequ
 
     ``holders`` maps each device that other claims hold (without admin access) to who holds it.
     The scheduler allocates a pod's claims for a node in one search, so a device one claim takes
-    can be left to another when that is the only way both fit; the search here is the same.
-    When there is no joint allocation, each claim is explained in order, given what the claims
-    before it got.
+    can be left to another when that is the only way both fit; the search here is the same, and
+    it stops where the scheduler's stops: at a missing class, a selector that does not compile,
+    or a CEL runtime error on a device it reaches. When there is no joint allocation, each
+    claim is explained in order, given what the claims before it got.
     """
+    devices = allocator_order(devices)
+    qualified = len({(d.driver, d.pool) for d in devices}) > 1
     prepared = [_prepare(evaluator, claim, devices, holders) for claim in claims]
-    found, exhausted = _search([(claim, rr) for claim, rrs in prepared for rr in rrs])
+    items = [(claim, rr) for claim, rrs in prepared for rr in rrs]
+    stop = _setup(items)
+    found, exhausted = None, False
+    if stop is None:
+        found, exhausted, stop = _search(items, holders)
+    if stop is not None:
+        return [_stopped(claim, rrs, stop, qualified) for claim, rrs in prepared]
     if found is not None:
         results = []
         for (claim, rrs), (_, picks) in zip(prepared, _split(prepared, found), strict=True):
-            results.append(_allocated(claim, rrs, picks))
+            results.append(_allocated(claim, rrs, picks, qualified))
         return results
     held = dict(holders)
     results = []
@@ -178,31 +264,62 @@ def _prepare(evaluator: Evaluator, claim: Claim, devices: Sequence[Device],
                    for req in claim.requests]
 
 
-def _warnings(requests: list[RequestResult]) -> list[str]:
-    return sorted({f"{r.selector} on {r.device.name}: {r.message}"
+def _warnings(requests: list[RequestResult], qualified: bool) -> list[str]:
+    return sorted({f"{r.selector} on {device_name(r.device, qualified)}: {r.message}"
                    for rr in requests for a in rr.alternatives for r in a.rejected if r.error})
 
 
 def _allocated(claim: Claim, requests: list[RequestResult],
-               picks: list[tuple[str, list[Device]]]) -> ClaimResult:
+               picks: list[tuple[str, list[Device]]], qualified: bool) -> ClaimResult:
     if not requests:
-        return ClaimResult(claim, True, "the claim requests no devices", requests, [])
+        return ClaimResult(claim, True, "the claim requests no devices", requests, [],
+                           qualified=qualified)
     for rr, (alt_name, chosen) in zip(requests, picks, strict=True):
         rr.chosen = alt_name
         rr.devices = chosen
+    constraints = [_chosen_values(c, picks) for c in claim.constraints]
+    said = "; ".join(f"{c.kind} {c.attribute}: " + ", ".join(
+        f"{device_name(d, qualified)} {_show_attr(v)}" for _, d, v in c.values)
+        for c in constraints)
     return ClaimResult(claim, True, "allocatable: " + "; ".join(
-        f"{rr.chosen} gets {', '.join(d.name for d in rr.devices)}" for rr in requests),
-        requests, _warnings(requests))
+        f"{rr.chosen} gets {', '.join(device_name(d, qualified) for d in rr.devices)}"
+        for rr in requests) + (f" ({said})" if said else ""),
+        requests, _warnings(requests, qualified), constraints=constraints, qualified=qualified)
+
+
+def _stopped(claim: Claim, requests: list[RequestResult], stop: Stop,
+             qualified: bool) -> ClaimResult:
+    if stop.rejection is not None:
+        what = (f"{stop.rejection.selector} on {device_name(stop.rejection.device, qualified)}: "
+                f"{stop.rejection.message}")
+    else:
+        what = stop.message
+    if stop.claim is claim:
+        reason = (f"not allocatable: the scheduler stops at request {stop.request}: {what}")
+    else:
+        reason = (f"not allocatable: the scheduler stops allocating the pod's claims at "
+                  f"{stop.claim.label}, request {stop.request}: {what}")
+    return ClaimResult(claim, False, reason, requests, _warnings(requests, qualified), stop,
+                       qualified=qualified)
 
 
 def evaluate_claim(evaluator: Evaluator, claim: Claim, devices: Sequence[Device],
                    holders: dict[tuple[str, str, str], str]) -> ClaimResult:
+    devices = allocator_order(devices)
+    qualified = len({(d.driver, d.pool) for d in devices}) > 1
     claim, requests = _prepare(evaluator, claim, devices, holders)
-    found, exhausted = _search([(claim, rr) for rr in requests])
+    items = [(claim, rr) for rr in requests]
+    stop = _setup(items)
+    found, exhausted = None, False
+    if stop is None:
+        found, exhausted, stop = _search(items, holders)
+    if stop is not None:
+        return _stopped(claim, requests, stop, qualified)
     if found is not None:
-        return _allocated(claim, requests, found)
-    return ClaimResult(claim, False, _why_not(claim, requests, exhausted), requests,
-                       _warnings(requests))
+        return _allocated(claim, requests, found, qualified)
+    return ClaimResult(claim, False, _why_not(claim, requests, exhausted, qualified), requests,
+                       _warnings(requests, qualified), qualified=qualified,
+                       constraints=[_candidate_values(c, requests) for c in claim.constraints])
 
 
 def _alternative(evaluator: Evaluator, sub: Subrequest, devices: Sequence[Device],
@@ -221,22 +338,41 @@ def _alternative(evaluator: Evaluator, sub: Subrequest, devices: Sequence[Device
         rejection = evaluator.first_failure(sub, device)
         if rejection is not None:
             alt.rejected.append(rejection)
+            alt.order.append(rejection)
             continue
         untolerated = [t for t in device.taints
                        if t.get("effect") in ("NoSchedule", "NoExecute")
                        and not any(tol.tolerates(t) for tol in sub.tolerations)]
         if untolerated:
             t = untolerated[0]
-            alt.rejected.append(Rejection(device, "taint", f"tainted {t.get('key')}="
-                                          f"{t.get('value', '')}:{t.get('effect')}, "
-                                          "not tolerated"))
+            rejection = Rejection(device, "taint", f"tainted {t.get('key')}="
+                                  f"{t.get('value', '')}:{t.get('effect')}, not tolerated")
+            alt.rejected.append(rejection)
+            alt.order.append(rejection)
             continue
         holder = holders.get(device.key)
         if holder is not None and not device.allow_multiple and not sub.admin_access:
-            alt.matching.append(Candidate(device, False, holder))
+            candidate = Candidate(device, False, holder)
         else:
-            alt.matching.append(Candidate(device, True))
+            candidate = Candidate(device, True)
+        alt.matching.append(candidate)
+        alt.order.append(candidate)
     return alt
+
+
+def _setup(items: list[tuple[Claim, RequestResult]]) -> Stop | None:
+    """What the allocator checks before it searches, claim by claim and request by request:
+    every (sub)request's class exists and its selectors compile, and for allocationMode All,
+    every device of the node is evaluated (in use or not), so any error there stops it."""
+    for claim, rr in items:
+        for alt in rr.alternatives:
+            if alt.problem is not None:
+                return Stop(claim, alt.sub.name, alt.problem)
+            if alt.sub.all_devices:
+                for verdict in alt.order:
+                    if isinstance(verdict, Rejection) and verdict.error:
+                        return Stop(claim, alt.sub.name, verdict.message, verdict)
+    return None
 
 
 # -- the search -------------------------------------------------------------------------------
@@ -263,27 +399,40 @@ def _consistent(constraints: Sequence[Constraint],
     return True
 
 
-def _search(items: list[tuple[Claim, RequestResult]]
-            ) -> tuple[list[tuple[str, list[Device]]] | None, bool]:
+def _search(items: list[tuple[Claim, RequestResult]],
+            holders: dict[tuple[str, str, str], str]
+            ) -> tuple[list[tuple[str, list[Device]]] | None, bool, Stop | None]:
     """Devices for every request of ``items`` (one claim's, or a pod's claims' in order), each
-    claim's constraints holding over its own requests; depth first, in device order."""
+    claim's constraints holding over its own requests; depth first, in the allocator's device
+    order. A device in use (held by another claim, or picked earlier in this search) is skipped
+    before its selectors are evaluated, as the allocator does; reaching a device whose
+    selectors fail with an error stops the search with that error."""
     steps = 0
     picked: list[tuple[str, list[Device]]] = []
     owners: list[int] = []  # the claim (by id) of each pick
 
-    def options(alt: Alternative, used: set[tuple[str, str, str]]) -> Iterable[list[Device]]:
-        if alt.problem is not None:
-            return
+    def in_use(alt: Alternative, device: Device, used: set[tuple[str, str, str]]) -> bool:
+        if device.allow_multiple:
+            return False
+        # Admin access takes a device from no one, yet not twice in one search.
+        return device.key in used or (device.key in holders and not alt.sub.admin_access)
+
+    def options(claim: Claim, alt: Alternative, used: set[tuple[str, str, str]]
+                ) -> Iterable[list[Device]]:
         if alt.sub.all_devices:
             if alt.matching and all(c.free for c in alt.matching):
                 devs = [c.device for c in alt.matching]
                 if all(d.allow_multiple or d.key not in used for d in devs):
                     yield devs
             return
-        free = [c.device for c in alt.matching
-                if c.free and (c.device.allow_multiple or c.device.key not in used)]
-        for combo in itertools.combinations(free, alt.sub.count):
-            yield list(combo)
+        reachable: list[Candidate | Rejection] = [
+            v for v in alt.order if not in_use(alt, v.device, used)
+            and (isinstance(v, Candidate) or v.error)]
+        for combo in itertools.combinations(reachable, alt.sub.count):
+            for v in combo:
+                if isinstance(v, Rejection):
+                    raise _Stopped(Stop(claim, alt.sub.name, v.message, v))
+            yield [v.device for v in combo]
 
     def dfs(i: int, used: set[tuple[str, str, str]]) -> bool:
         nonlocal steps
@@ -291,7 +440,7 @@ def _search(items: list[tuple[Claim, RequestResult]]
             return True
         claim, rr = items[i]
         for alt in rr.alternatives:
-            for devs in options(alt, used):
+            for devs in options(claim, alt, used):
                 steps += 1
                 if steps > MAX_SEARCH_STEPS:
                     raise _Exhausted
@@ -307,17 +456,26 @@ def _search(items: list[tuple[Claim, RequestResult]]
 
     try:
         if dfs(0, set()):
-            return list(picked), False
+            return list(picked), False, None
     except _Exhausted:
-        return None, True
-    return None, False
+        return None, True, None
+    except _Stopped as stopped:
+        return None, False, stopped.stop
+    return None, False, None
 
 
 class _Exhausted(Exception):
     pass
 
 
-def _why_not(claim: Claim, requests: list[RequestResult], exhausted: bool) -> str:
+class _Stopped(Exception):
+    def __init__(self, stop: Stop) -> None:
+        super().__init__(stop.message)
+        self.stop = stop
+
+
+def _why_not(claim: Claim, requests: list[RequestResult], exhausted: bool,
+             qualified: bool) -> str:
     if exhausted:
         return f"no allocation found within {MAX_SEARCH_STEPS} steps of the search"
     short = []
@@ -352,27 +510,44 @@ def _why_not(claim: Claim, requests: list[RequestResult], exhausted: bool) -> st
         return "not allocatable: " + " | ".join(short)
     if claim.constraints:
         return "not allocatable: every request has enough devices, but no choice satisfies " + \
-            "; ".join(_describe_constraint(c, requests) for c in claim.constraints)
+            "; ".join(_describe_constraint(c, requests, qualified) for c in claim.constraints)
     return "not allocatable: the requests compete for the same devices"
 
 
-def _describe_constraint(c: Constraint, requests: list[RequestResult]) -> str:
+def _kind(c: Constraint) -> tuple[str, str]:
     attr = c.match_attribute or c.distinct_attribute
     assert attr is not None
-    kind = "matchAttribute" if c.match_attribute else "distinctAttribute"
+    return ("matchAttribute" if c.match_attribute else "distinctAttribute"), attr
+
+
+def _chosen_values(c: Constraint, picks: list[tuple[str, list[Device]]]) -> ConstraintResult:
+    kind, attr = _kind(c)
+    values = tuple((name, d, d.attribute(attr)) for name, devs in picks if _covers(c, name)
+                   for d in devs)
+    return ConstraintResult(kind, attr, c.requests, True, values)
+
+
+def _candidate_values(c: Constraint, requests: list[RequestResult]) -> ConstraintResult:
+    """The values the free candidates of each covered request carry: the devices that
+    disagree when no choice satisfies the constraint."""
+    kind, attr = _kind(c)
+    values = tuple((alt.sub.name, cand.device, cand.device.attribute(attr))
+                   for rr in requests for alt in rr.alternatives if _covers(c, alt.sub.name)
+                   for cand in alt.matching if cand.free)
+    return ConstraintResult(kind, attr, c.requests, False, values)
+
+
+def _describe_constraint(c: Constraint, requests: list[RequestResult], qualified: bool) -> str:
+    result = _candidate_values(c, requests)
     seen = []
     for rr in requests:
         for alt in rr.alternatives:
             if not _covers(c, alt.sub.name):
                 continue
-            values = []
-            for cand in alt.matching:
-                if not cand.free:
-                    continue
-                v = cand.device.attribute(attr)
-                values.append(f"{cand.device.name}={_show_attr(v)}")
+            values = [f"{device_name(d, qualified)}={_show_attr(v)}"
+                      for name, d, v in result.values if name == alt.sub.name]
             seen.append(f"{alt.sub.name} [{', '.join(values) or 'no free device'}]")
-    return f"{kind} {attr} (values: {'; '.join(seen)})"
+    return f"{result.kind} {result.attribute} (values: {'; '.join(seen)})"
 
 
 def _show_attr(v: Any) -> str:
@@ -380,95 +555,12 @@ def _show_attr(v: Any) -> str:
         return "absent"
     kind, value = v
     if kind in ("string", "version"):
-        return f'"{value}"'
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
     if kind == "bool":
         return "true" if value else "false"
     return str(value)
 
 
-# -- explaining one failing selector ----------------------------------------------------------
-
-_REF = re.compile(
-    r'device\.(?:(?P<map>attributes|capacity)\[\s*"(?P<domain>[^"\\]*)"\s*\]'
-    r'(?:\.(?P<id>[A-Za-z_][A-Za-z0-9_]*)|\[\s*"(?P<id2>[^"\\]*)"\s*\])?'
-    r'|(?P<field>driver|allowMultipleAllocations)\b)')
-_LITERAL = r'(?:"(?:[^"\\]|\\.)*"|-?[0-9]+|true|false)'
-
-
-def _conjuncts(expression: str) -> list[str]:
-    """The top-level ``&&`` operands of an expression (outside strings and brackets)."""
-    parts, start = [], 0
-    for i, depth in code_positions(expression):
-        if i >= start and depth == 0 and expression.startswith("&&", i):
-            parts.append(expression[start:i])
-            start = i + 2
-    parts.append(expression[start:])
-    parts = [p.strip() for p in parts]
-    if len(parts) == 1:
-        inner = parts[0]
-        if inner.startswith("(") and matching_bracket(inner, 0) == len(inner) - 1:
-            return _conjuncts(inner[1:-1])
-    return parts
-
-
-_BIND = re.compile(r'cel\.bind\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*'
-                   r'(device\.(?:attributes|capacity)\[\s*"[^"\\]*"\s*\])\s*,')
-
-
-def explain_failure(evaluator: Evaluator, expression: str, data: dict[str, Any]) -> str:
-    """Why ``expression`` is false for a device: the first false ``&&`` operand, the values it
-    read, and what it wants when it is a plain comparison with a literal."""
-    failing = expression.strip()
-    # cel.bind(x, device.attributes["d"], body): explain the body, reading x as what it binds.
-    bind = _BIND.match(failing)
-    wrap, alias, target = "{}", None, ""
-    if bind is not None and matching_bracket(failing, failing.index("(")) == len(failing) - 1:
-        alias, target = bind.group(1), bind.group(2)
-        wrap = f"cel.bind({alias}, {target}, {{}})"
-        failing = failing[bind.end():-1].strip()
-    parts = _conjuncts(failing)
-    if len(parts) > 1:
-        for part in parts:
-            try:
-                outcome = evaluator.env.matches(
-                    evaluator.program(wrap.replace("{}", part, 1)), data)
-            except CompileError:
-                break
-            if outcome.error is not None or not outcome.matched:
-                failing = part
-                break
-    if alias is not None:
-        failing = re.sub(rf"(?<![\w.]){re.escape(alias)}(?=\s*[.\[])", target, failing)
-    seen = []
-    for m in _REF.finditer(failing):
-        text = m.group(0)
-        if m.group("field"):
-            seen.append(f"{text} is {evaluator.env.show(data[m.group('field')])}")
-            continue
-        ident = m.group("id") or m.group("id2")
-        domain_map = data[m.group("map")].get(m.group("domain"), {})
-        if ident is None:
-            continue
-        if ident in domain_map:
-            seen.append(f"{text} is {evaluator.env.show(domain_map[ident])}")
-        else:
-            seen.append(f"{text} is absent")
-    seen = list(dict.fromkeys(seen))
-    want = None
-    cmp: re.Match[str] | None = re.fullmatch(
-        rf"\(?\s*(device\.[^=!<>]+?)\s*(==|!=)\s*({_LITERAL})\s*\)?", failing) or \
-        re.fullmatch(rf"\(?\s*({_LITERAL})\s*(==|!=)\s*(device\.[^=!<>]+?)\s*\)?", failing)
-    if cmp:
-        literal = cmp.group(3) if cmp.group(1).startswith("device.") else cmp.group(1)
-        want = f"the selector wants {literal}" if cmp.group(2) == "==" else \
-            f"the selector wants anything but {literal}"
-    if seen and want:
-        return f"{', '.join(seen)}, {want}"
-    if seen:
-        return f"{', '.join(seen)}: `{_short(failing)}` is false"
-    return f"`{_short(failing)}` is false"
-
-
-def _short(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def show_attr(v: Any) -> str:
+    """An attribute's (kind, value) as a selector would write it; ``absent`` for None."""
+    return _show_attr(v)

@@ -31,19 +31,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from .celcost import DEVICE_LIST, estimate
 from .values import Semver, ValueError_, format_quantity, parse_quantity, parse_semver
 
 # CELSelectorExpressionMaxLength in the API.
 MAX_EXPRESSION_BYTES = 10 * 1024
 # ResourceSliceMaxAttributeValuesPerDevice: the bound that includes() enforces.
 MAX_INCLUDES = 48
+# DeviceAttributeMaxValueLength: a string or version attribute's longest value.
+MAX_ATTRIBUTE_STRING = 64
 # CELSelectorExpressionMaxCost: Kubernetes rejects an expression whose worst-case cost is higher.
 MAX_COST = 1_000_000
-# The most elements a comprehension over a device's data can see (attributes and capacities per
-# device, list attribute values): the bound an estimate assumes for a range it cannot count.
-_RANGE_BOUND = 64
-# What one step of a comprehension costs at least (loop condition and step).
-_STEP_COST = 4
 # A missing domain is retried with an empty map in its place at most this often.
 _MAX_DOMAIN_RETRIES = 8
 _NOT_FOUND = re.compile(r'Key not found in map\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -159,15 +157,22 @@ class Env:
         if not isinstance(attr, Mapping) or len(attr) != 1:
             raise ValueError_("an attribute must have exactly one value")
         kind, value = next(iter(attr.items()))
-        if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+        if kind == "int" and isinstance(value, int) and not isinstance(value, bool) \
+                and -(2**63) <= value < 2**63:  # the API's int64
             return value
         if kind == "bool" and isinstance(value, bool):
             return value
+        if kind in ("string", "version") and isinstance(value, str) \
+                and len(value) > MAX_ATTRIBUTE_STRING:
+            # The API's bound, which the cost estimate counts on (celcost.DEVICE_STRING).
+            raise ValueError_(f"a {kind} longer than {MAX_ATTRIBUTE_STRING} characters")
         if kind == "string" and isinstance(value, str):
             return value
         if kind == "version" and isinstance(value, str):
             return self.semver(parse_semver(value))
         if kind in ("ints", "bools", "strings", "versions") and isinstance(value, list):
+            if len(value) > DEVICE_LIST:  # what the cost estimate assumes of a list
+                raise ValueError_(f"a list of more than {DEVICE_LIST} values")
             return [self.attribute_value({kind[:-1]: v}) for v in value]
         raise ValueError_(f"unsupported attribute value {kind!r}")
 
@@ -193,6 +198,15 @@ class Env:
     # -- compile and evaluate ------------------------------------------------------------------
 
     def compile(self, expression: str) -> Any:
+        """A selector's program; :class:`CompileError` where Kubernetes would reject it."""
+        program = self.compile_value(expression)
+        rtype = program.return_type()
+        if rtype != self._cel.Type.BOOL and rtype != self._cel.Type.DYN:
+            raise CompileError(f"must evaluate to bool or the unknown type, not {rtype.name()}")
+        return program
+
+    def compile_value(self, expression: str) -> Any:
+        """A program for any expression in the environment (a PATH an explanation reads)."""
         if not isinstance(expression, str) or not expression.strip():
             raise CompileError("the expression is empty")
         if len(expression.encode()) > MAX_EXPRESSION_BYTES:
@@ -209,9 +223,6 @@ class Env:
             program = self._env.compile(_default_domains(expression))
         except RuntimeError as exc:
             raise CompileError(_compile_message(str(exc))) from None
-        rtype = program.return_type()
-        if rtype != self._cel.Type.BOOL and rtype != self._cel.Type.DYN:
-            raise CompileError(f"must evaluate to bool or the unknown type, not {rtype.name()}")
         return program
 
     def evaluate(self, program: Any, data: dict[str, Any]) -> tuple[Any, str | None]:
@@ -471,10 +482,6 @@ def _default_domains(expression: str) -> str:
     return "".join(out)
 
 
-_MACRO = re.compile(r"\.\s*(?:all|exists|exists_one|existsOne|map|filter|transformList|"
-                    r"transformMap|transformMapEntry|sortBy)\s*\(")
-
-
 _DEVICE_FIELD = re.compile(r"device\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
 DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAllocations"})
 
@@ -490,51 +497,11 @@ def _unknown_device_field(expression: str) -> str | None:
 
 
 def estimated_cost(expression: str) -> float:
-    """A worst-case cost estimate in the spirit of Kubernetes' (which this runtime lacks): each
-    comprehension multiplies the cost of its body by the size of its range, a list literal's
-    length or the bound of a device's data; the rest counts one per character run. It bounds
-    the evaluation time of what ``match`` accepts; Kubernetes' own estimate decides admission.
-    """
-    total = 1.0
-    resume = 0
-    for i, _ in code_positions(expression):
-        if i < resume:
-            continue
-        m = _MACRO.match(expression, i)
-        if m is None:
-            continue
-        close = matching_bracket(expression, m.end() - 1)
-        if close < 0:
-            return total  # the compiler reports the syntax error
-        body = estimated_cost(expression[m.end():close])
-        total += _range_size(expression, i) * (_STEP_COST + body)
-        resume = close + 1
-    return total
-
-
-def _range_size(text: str, dot: int) -> int:
-    """The length of the list literal a macro at ``dot`` ranges over, else the data bound."""
-    j = dot - 1
-    while j >= 0 and text[j].isspace():
-        j -= 1
-    if j < 0 or text[j] != "]":
-        return _RANGE_BOUND
-    depth, k = 0, j
-    while k >= 0:
-        if text[k] in ")]}":
-            depth += 1
-        elif text[k] in "([{":
-            depth -= 1
-            if depth == 0:
-                break
-        k -= 1
-    before = text[:k].rstrip()
-    if k < 0 or (before and (before[-1].isalnum() or before[-1] in "_)]\"'?")):
-        return _RANGE_BOUND  # an index, not a literal
-    inner = text[k + 1:j]
-    if not inner.strip():
-        return 0
-    return 1 + sum(1 for q, depth in code_positions(inner) if inner[q] == "," and depth == 0)
+    """Kubernetes' kind of worst-case cost estimate (:mod:`.celcost`: comprehensions multiply
+    their bodies by their ranges, string and list operations count what their values can grow
+    to); 1 for an expression that does not parse, which the compiler then refuses."""
+    cost = estimate(expression)
+    return 1.0 if cost is None else cost
 
 
 def _string_end(text: str, start: int) -> int:
@@ -556,7 +523,8 @@ def _string_end(text: str, start: int) -> int:
 
 
 def code_positions(text: str, start: int = 0) -> Iterator[tuple[int, int]]:
-    """Each index of ``text`` from ``start`` that lies outside CEL string literals, with the
+    """Each index of ``text`` from ``start`` that lies outside CEL string literals and
+    ``//`` comments, with the
     bracket depth once the character there is read (an opening bracket counts itself, a
     closing one is already closed). The one scanner every expression rewrite here and in
     ``allocate`` walks with, so that a quote or bracket inside a string never misleads them."""
@@ -565,6 +533,10 @@ def code_positions(text: str, start: int = 0) -> Iterator[tuple[int, int]]:
         ch = text[i]
         if ch in "\"'":
             i = _string_end(text, i)
+            continue
+        if text.startswith("//", i):  # a comment runs to the end of its line
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
             continue
         if ch in "([{":
             depth += 1

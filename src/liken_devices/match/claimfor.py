@@ -23,7 +23,6 @@ kind (same vendor, product and class).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +31,8 @@ from ..errors import InputError
 from ..inventory.limits import DRIVER
 from .allocate import Evaluator
 from .cel import Env
-from .model import Device, DeviceClass, Subrequest, slice_devices
+from .model import Device, slice_devices
+from .values import ValueError_, parse_semver
 
 STANDARD = "resource.kubernetes.io"
 
@@ -48,35 +48,87 @@ class Generated:
     warnings: list[str]
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
+def cel_string(text: str) -> str:
+    """``text`` as a CEL string literal, in ASCII: a printable ASCII character as itself (a
+    quote and a backslash escaped), every other code point as ``\\uXXXX`` or, beyond the Basic
+    Multilingual Plane, ``\\UXXXXXXXX`` (CEL's escapes name code points, never UTF-16 halves).
+    A lone surrogate is no character at all, and NUL cannot be checked here (the CEL runtime's
+    strings end at it): :class:`ValueError`, and the attribute is left out."""
+    out = ['"']
+    for ch in text:
+        cp = ord(ch)
+        if 0xD800 <= cp <= 0xDFFF or cp == 0:
+            raise ValueError(f"U+{cp:04X} cannot be stated and checked")
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0x20 <= cp < 0x7F:
+            out.append(ch)
+        elif cp <= 0xFFFF:
+            out.append(f"\\u{cp:04x}")
+        else:
+            out.append(f"\\U{cp:08x}")
+    out.append('"')
+    return "".join(out)
+
+
 def _value(attrs: dict[str, Any], name: str) -> tuple[str, Any] | None:
+    """The attribute's kind and value when CEL can state it as a literal, else None: a value
+    from a slice file is hostile (an ``int`` that is text, a version that is no semver)."""
     attr = attrs.get(name)
     if not isinstance(attr, dict) or len(attr) != 1:
         return None
     kind, value = next(iter(attr.items()))
-    return kind, value
+    if kind == "string" and isinstance(value, str):
+        try:
+            cel_string(value)
+        except ValueError:
+            return None
+        return kind, value
+    if kind == "bool" and isinstance(value, bool):
+        return kind, value
+    if kind == "int" and isinstance(value, int) and not isinstance(value, bool) \
+            and value in _INT64:
+        return kind, value
+    if kind == "version" and isinstance(value, str):
+        try:
+            parse_semver(value)
+        except ValueError_:
+            return None
+        return kind, value
+    return None
 
 
 def _ref(name: str) -> str:
     domain, sep, ident = name.partition("/")
     if not sep:
         domain, ident = DRIVER, name
-    return f"device.attributes[{json.dumps(domain)}].{ident}"
+    return f"device.attributes[{cel_string(domain)}].{ident}"
+
+
+def _literal(kind: str, value: Any) -> str:
+    if kind == "string":
+        return cel_string(value)
+    if kind == "bool":
+        return "true" if value else "false"
+    if kind == "int":
+        # -2**63 has no positive literal in CEL: written as an expression of two in range.
+        return str(value) if value != -(2**63) else f"({value + 1} - 1)"
+    return f"semver({cel_string(value)})"
 
 
 def _equals(attrs: dict[str, Any], name: str) -> str | None:
+    """``has(REF) && REF == LITERAL``: a device that lacks the attribute (another kind of
+    device, another driver's) reads false instead of an evaluation error, which would stop
+    the scheduler's allocation of the whole claim (KEP-4381). ``==`` between values of two
+    types is false in CEL, never an error."""
     v = _value(attrs, name)
     if v is None:
         return None
     kind, value = v
-    if kind == "string":
-        return f"{_ref(name)} == {json.dumps(value)}"
-    if kind == "bool":
-        return f"{_ref(name)} == {'true' if value else 'false'}"
-    if kind == "int":
-        return f"{_ref(name)} == {value}"
-    if kind == "version":
-        return f"{_ref(name)} == semver({json.dumps(value)})"
-    return None
+    return f"has({_ref(name)}) && {_ref(name)} == {_literal(kind, value)}"
 
 
 def _kind_selectors(attrs: dict[str, Any]) -> list[str]:
@@ -129,7 +181,14 @@ def identity_selectors(device: dict[str, Any], *, any_of_kind: bool = False,
                             "the claim too (--by-address pins it to its port instead)")
         if ":" in address:  # an interface: <port path>:<configuration>.<interface>
             suffix = address[address.index(":"):]
-            sel.append(f"{_ref('address')}.endsWith({json.dumps(suffix)})")
+            try:
+                literal = cel_string(suffix)
+            except ValueError:
+                literal = None
+            if literal is not None:
+                # endsWith() on a value that is not a string is an error: the type is tested.
+                ref = _ref("address")
+                sel.append(f"has({ref}) && type({ref}) == string && {ref}.endsWith({literal})")
     elif bus == "pci":
         if not add(f"{STANDARD}/pciBusID"):
             add("address")
@@ -155,7 +214,12 @@ def generate(slice_obj: dict[str, Any], name: str, *, any_of_kind: bool = False,
                                              by_address=by_address)
     devices = slice_devices([slice_obj])
     chosen = select(devices, selectors, env)
-    if not any_of_kind and [d.name for d in chosen] != [name]:
+    if name not in [d.name for d in chosen]:
+        # A value CEL cannot state (a lone surrogate, a malformed version) was left out, and
+        # what remains does not describe the device: refuse rather than write a wrong claim.
+        raise InputError(f"the selectors written for {name} do not select it; its attributes "
+                         "cannot be stated in CEL")
+    if not any_of_kind and len(chosen) > 1:
         others = [d.name for d in chosen if d.name != name]
         attrs = device.get("attributes") or {}
         address = (_value(attrs, "address") or ("", ""))[1]
@@ -198,13 +262,29 @@ def generate(slice_obj: dict[str, Any], name: str, *, any_of_kind: bool = False,
 
 def select(devices: Sequence[Device], selectors: Sequence[str], env: Env | None = None
            ) -> list[Device]:
-    """The devices every one of ``selectors`` is true for (the allocator's own test)."""
+    """The devices every one of ``selectors`` is true for (the allocator's own test). Each
+    selector is evaluated on every device on its own: one that errs on any device is a defect
+    of this module (the scheduler would stop the claim there), never a refusal to select."""
     # lazy: the CEL runtime loads only when a selector is evaluated
     from .cel import environment
 
-    evaluator = Evaluator(env or environment(), {"c": DeviceClass("c", tuple(selectors))})
-    sub = Subrequest("r", "c", (), False, 1, False)
-    return [d for d in devices if evaluator.first_failure(sub, d) is None]
+    evaluator = Evaluator(env or environment(), {})
+    chosen = []
+    for d in devices:
+        data = evaluator.data(d)
+        if isinstance(data, str):
+            # The API server holds no such slice: it is a file someone wrote.
+            raise InputError(f"the slice is not valid: device {d.name}: {data}")
+        ok = True
+        for expression in selectors:
+            outcome = evaluator.outcome(expression, d)
+            if outcome.error is not None:
+                raise RuntimeError(f"claim-for wrote a selector that errs on {d.name}: "
+                                   f"{expression}: {outcome.error}")
+            ok = ok and outcome.matched
+        if ok:
+            chosen.append(d)
+    return chosen
 
 
 def render(generated: Generated) -> str:

@@ -108,11 +108,11 @@ def _cluster_objects(args: argparse.Namespace, *, with_claims: bool) -> dict[str
     return out
 
 
-def _slices_from_file(path: Path) -> list[dict[str, Any]]:
+def _slices_from_file(path: Path | str) -> list[dict[str, Any]]:
     # lazy: loaded when this sub-command runs; the other commands start without it
-    from .model import MAX_SLICE_FILE, load_documents
+    from .model import SLICE_LIMITS, load_documents
 
-    docs = load_documents(path, MAX_SLICE_FILE)
+    docs = load_documents(path, SLICE_LIMITS)
     slices = [d for d in docs if d.get("kind") == "ResourceSlice" or
               ("kind" not in d and isinstance(d.get("spec"), dict) and "driver" in d["spec"])]
     if not slices:
@@ -165,10 +165,13 @@ def cmd_match(args: argparse.Namespace) -> int:
     from .matching import Question, answer, to_json, to_text
     from .model import Claim, load_documents
 
+    stdin = [p for p in [*args.filename, args.slices] if p is not None and str(p) == "-"]
+    if len(stdin) > 1:
+        raise InputError("standard input (-) can be read once: name it in one -f or --slices")
     question = Question()
     for path in args.filename:
         for doc in load_documents(path):
-            question.add(doc, str(path))
+            question.add(doc, "standard input" if str(path) == "-" else str(path))
     if args.slices is not None:
         slices = _slices_from_file(args.slices)
         node = args.node
@@ -286,7 +289,8 @@ def _sources(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("where the devices come from (default: this machine's walk)")
     g.add_argument("--slices", type=Path, metavar="FILE",
                    help="ResourceSlices in YAML or JSON (e.g. kubectl get resourceslices "
-                        "-o yaml); with several nodes' slices, --node picks one")
+                        "-o yaml; - reads standard input); with several nodes' slices, "
+                        "--node picks one")
     g.add_argument("--kubeconfig", type=Path, metavar="FILE",
                    help="read the cluster: its ResourceSlices, DeviceClasses, "
                         "ResourceClaimTemplates and allocated ResourceClaims")
@@ -303,7 +307,9 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         description="Print a DeviceClass, a ResourceClaimTemplate and a Pod stub (YAML, ready "
                     "for kubectl apply) that select DEVICE by what identifies it across reboots "
                     "and replugs: vendor, product and serial for USB; pciBusID, vendor and "
-                    "product for PCI; the firmware name for a board device. Exit 1 (refused) "
+                    "product for PCI; the firmware name for a board device. Every attribute a "
+                    "selector reads is guarded (has()), so no selector fails on another "
+                    "device, which would stop the scheduler's allocation. Exit 1 (refused) "
                     "when that cannot tell DEVICE apart from another published device.")
     p.add_argument("device", metavar="DEVICE", help="a published device's name (see scan)")
     p.add_argument("--any", action="store_true",
@@ -322,11 +328,15 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
                     "templates) against a node's devices as the scheduler's allocator does: "
                     "DeviceClass and request selectors (CEL), exactly/firstAvailable, "
                     "allocationMode and count, matchAttribute/distinctAttribute, devices other "
-                    "claims hold, admin access. For every device that does not match it names "
-                    "the first failing selector and the values it saw. Exit 0 allocatable (on "
-                    "at least one node), 1 not, 2 bad input.")
+                    "claims hold, admin access; a CEL runtime error on a device the allocator "
+                    "reaches stops the claim, as in the scheduler. For every device that does "
+                    "not match it names the first failing selector, the comparison that failed "
+                    "and the value it read. Exit 0 allocatable (on at least one node), 1 not, "
+                    "2 bad input.")
     p.add_argument("-f", "--filename", type=Path, action="append", required=True,
-                   metavar="FILE", help="claims, templates, pods and DeviceClasses (repeat)")
+                   metavar="FILE", help="claims, templates, pods and DeviceClasses, YAML or "
+                                        "JSON, several documents each (repeat; - reads "
+                                        "standard input)")
     p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
     p.add_argument("--details", action="store_true",
                    help="with several nodes, print every node's details, not one line each")

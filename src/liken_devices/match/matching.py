@@ -17,7 +17,13 @@ from typing import Any
 
 from ..errors import InputError
 from ..terminal import clean
-from .allocate import Alternative, ClaimResult, Evaluator, evaluate_claims
+from .allocate import (
+    Alternative,
+    ClaimResult,
+    ConstraintResult,
+    Evaluator,
+    evaluate_claims,
+)
 from .cel import Env
 from .model import Claim, Device, DeviceClass, PodClaims, slice_devices
 
@@ -182,6 +188,46 @@ def _alt_json(alt: Alternative) -> dict[str, Any]:
     }
 
 
+def _device_ref(d: Device) -> dict[str, str]:
+    return {"driver": d.driver, "pool": d.pool, "device": d.name}
+
+
+def _constraint_json(c: ConstraintResult) -> dict[str, Any]:
+    return {c.kind: c.attribute, "requests": list(c.requests), "satisfied": c.satisfied,
+            "values": [{"request": name, **_device_ref(d),
+                        "value": None if v is None else {v[0]: list(v[1])
+                                                         if isinstance(v[1], tuple) else v[1]}}
+                       for name, d, v in c.values]}
+
+
+def _claim_json(r: ClaimResult) -> dict[str, Any]:
+    """One claim's answer; an allocation in the shape of ``status.allocation`` (request, driver,
+    pool, device), so that it compares with what the scheduler writes."""
+    out: dict[str, Any] = {
+        "claim": r.claim.label, "allocatable": r.allocatable, "reason": r.reason,
+        "warnings": r.warnings,
+        "requests": [{
+            "name": rr.request.name,
+            **({"chosen": rr.chosen, "devices": [d.name for d in rr.devices]}
+               if rr.chosen else {}),
+            "alternatives": [_alt_json(alt) for alt in rr.alternatives],
+        } for rr in r.requests],
+    }
+    if r.allocatable:
+        out["allocation"] = {"devices": {"results": [
+            {"request": rr.chosen, **_device_ref(d)}
+            for rr in r.requests for d in rr.devices]}}
+    if r.constraints:
+        out["constraints"] = [_constraint_json(c) for c in r.constraints]
+    if r.stop is not None:
+        out["stop"] = {"claim": r.stop.claim.label, "request": r.stop.request,
+                       "message": r.stop.message}
+        if r.stop.rejection is not None:
+            out["stop"].update(device=_device_ref(r.stop.rejection.device),
+                               selector=r.stop.rejection.selector)
+    return out
+
+
 def to_json(answers: Sequence[NodeAnswer]) -> dict[str, Any]:
     ok = [a.node for a in answers if a.allocatable]
     return {
@@ -191,16 +237,7 @@ def to_json(answers: Sequence[NodeAnswer]) -> dict[str, Any]:
             "allocatable": a.allocatable,
             "asked": [{
                 "what": label,
-                "claims": [{
-                    "claim": r.claim.label, "allocatable": r.allocatable, "reason": r.reason,
-                    "warnings": r.warnings,
-                    "requests": [{
-                        "name": rr.request.name,
-                        **({"chosen": rr.chosen, "devices": [d.name for d in rr.devices]}
-                           if rr.chosen else {}),
-                        "alternatives": [_alt_json(alt) for alt in rr.alternatives],
-                    } for rr in r.requests],
-                } for r in results],
+                "claims": [_claim_json(r) for r in results],
             } for label, results in a.results],
         } for a in answers],
         "summary": summary(answers),
@@ -246,18 +283,17 @@ def to_text(answers: Sequence[NodeAnswer], detail: bool) -> str:
                             continue
                         for c in alt.matching:
                             state = "free" if c.free else f"held by {c.held_by}"
-                            out.append(f"{pad}  matches {c.device.name} ({state})")
+                            out.append(f"{pad}  matches {r.name(c.device)} ({state})")
                         for rej in alt.rejected:
                             flag = "error " if rej.error else ""
-                            out.append(f"{pad}  {flag}{rej.device.name}: {rej.selector}: "
+                            out.append(f"{pad}  {flag}{r.name(rej.device)}: {rej.selector}: "
                                        f"{rej.message}")
                         if not alt.matching and not alt.rejected:
                             out.append(f"{pad}  the node publishes no devices")
-                for w in r.warnings:
-                    if "CEL runtime error" in w:
-                        out.append(f"{pad}warning: the scheduler stops allocating a claim at a "
-                                   "CEL runtime error; guard lookups with has() or .?name")
-                        break
+                if r.warnings:
+                    out.append(f"{pad}warning: the scheduler stops allocating a claim at a CEL "
+                               "runtime error on a device it reaches (it visits pools in no "
+                               "fixed order); guard lookups with has() or .?name")
                 out.append(f"{pad}=> {r.reason}")
     out.append(summary(answers))
     # Names, selectors and CEL messages come from slices and claims: each line cleaned.

@@ -15,12 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ..documents import STDIN, Limits, load_file
 from ..errors import InputError
 
-MAX_CLAIM_FILE = 4 * 1024 * 1024
-MAX_SLICE_FILE = 512 * 1024 * 1024
+# What a user hands ``match`` and ``claim-for`` (docs/claims.md, "Bad input"): claims and pods
+# by hand are kilobytes; a fleet's slices from kubectl are tens of megabytes.
+CLAIM_LIMITS = Limits(bytes=4 * 1024 * 1024, values=1_000_000)
+SLICE_LIMITS = Limits(bytes=32 * 1024 * 1024, values=4_000_000)
+MAX_CLAIM_FILE = CLAIM_LIMITS.bytes
+MAX_SLICE_FILE = SLICE_LIMITS.bytes
 MAX_OBJECTS = 200_000
 # API limits on a claim (resource.k8s.io/v1): requests, subrequests, selectors, constraints.
 MAX_REQUESTS = 32
@@ -29,32 +32,19 @@ MAX_SELECTORS = 32
 MAX_CONSTRAINTS = 32
 MAX_COUNT = 128  # a request cannot get more devices than one slice holds
 
-try:  # the C loader is many times faster on a fleet's worth of slices
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
 
-
-def load_documents(path: Path, limit: int = MAX_CLAIM_FILE) -> list[dict[str, Any]]:
-    """Every object in a YAML or JSON file; a ``List`` (kubectl's ``-o yaml``) is unpacked."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except OSError as exc:
-        raise InputError(f"{path}: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise InputError(f"{path}: larger than {limit} bytes")
-    try:
-        docs = list(yaml.load_all(data, Loader=_Loader))
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not YAML: {str(exc).splitlines()[0]}") from None
+def load_documents(path: Path | str, limits: Limits = CLAIM_LIMITS) -> list[dict[str, Any]]:
+    """Every object in a YAML or JSON file, or standard input (``-``), read by the one bounded
+    reader (:mod:`..documents`); a ``List`` (kubectl's ``-o yaml``) is unpacked."""
+    where = "standard input" if str(path) == STDIN else str(path)
+    docs = load_file(path, limits, "file")
     out: list[dict[str, Any]] = []
     for doc in _unpack(docs):
         if not isinstance(doc, dict):
-            raise InputError(f"{path}: a document is not an object")
+            raise InputError(f"{where}: a document is not an object")
         out.append(doc)
         if len(out) > MAX_OBJECTS:
-            raise InputError(f"{path}: more than {MAX_OBJECTS} objects")
+            raise InputError(f"{where}: more than {MAX_OBJECTS} objects")
     return out
 
 
