@@ -196,7 +196,7 @@ def test_scan_table_cleans_every_cell() -> None:
 def test_report_comments_cannot_be_ended_by_the_hardwares_words() -> None:
     unclaimed = SimpleNamespace(bus="usb", address="1-2", name="Reader\nspec:\n  modules: [evil]",
                                 class_="x\x1b[2J", modalias="usb:v1\u202e", candidates=["m\r"])
-    inv = SimpleNamespace(unclaimed=[unclaimed])
+    inv = SimpleNamespace(unclaimed=[unclaimed], catalog_error=None)
     out = report_text("n1", inv, [], [])  # type: ignore[arg-type]
     assert all(safe(line) for line in out.splitlines()), out
     doc = yaml.safe_load(out)

@@ -90,8 +90,13 @@ def test_every_example_is_accepted_by_the_api_server(installed: dict[str, str],
     assert "(server dry run)" in out.stdout
 
 
+def refused_by_policy(out: Any) -> bool:
+    return out.returncode != 0 and "liken-node-scoped-writes" in out.stderr
+
+
 def test_a_node_token_writes_its_own_slice_and_nothing_of_another_node(
-        other_node: str) -> None:
+        installed: dict[str, str], other_node: str) -> None:
+    node = installed["node"]
     theirs = pod_token("liken-devices", other_node)
     # Its own slice: admitted (create, then update). The agents never delete a slice (the
     # kubelet removes a gone driver's), and RBAC grants them no delete.
@@ -100,25 +105,55 @@ def test_a_node_token_writes_its_own_slice_and_nothing_of_another_node(
     changed["spec"]["pool"]["generation"] = 2
     apply([changed], token=theirs)
     kubectl("delete", "resourceslice", f"{other_node}-liken.sh")
-    # Another node's slice, under either name, and the other node's Machine: refused.
-    node = kubectl("get", "nodes", "-o", "name").stdout  # noqa: F841 - the real node exists
-    mine = pod_token("liken-devices", "liken-node")
-    for doc in (slice_doc(other_node), slice_doc(other_node, name="liken-node-liken.sh")):
-        refused = apply([doc], token=mine, check=False)
-        assert refused.returncode != 0
-        assert "liken-node-scoped-writes" in refused.stderr, refused.stderr
+
+    mine = pod_token("liken-devices", node)
+    scenarios = {
+        "another node's slice": slice_doc(other_node),
+        # Squatting: the other node's slice name, pinned to this node. Admitted, it would turn
+        # every later write of the other node's agent into a refused update, for good.
+        "another node's slice name": slice_doc(node, name=f"{other_node}-liken.sh"),
+        # A pool named after the other node makes its devices of the same names look allocated.
+        "another node's pool": slice_doc(node, name=f"{node}-liken.sh", pool=other_node),
+        "another driver's slice": slice_doc(node, name=f"{node}-media.liken.sh",
+                                            driver="media.liken.sh"),
+    }
+    for what, doc in scenarios.items():
+        out = apply([doc], token=mine, check=False)
+        assert refused_by_policy(out), f"{what}: {out.stderr}"
     machine = {"apiVersion": "liken.sh/v1alpha1", "kind": "Machine",
                "metadata": {"name": other_node}, "spec": {}}
     apply([machine])
-    refused = kubectl("patch", "machine", other_node, "--subresource=status", "--type=merge",
-                      "-p", json.dumps({"status": {"conditions": []}}), token=mine, check=False)
-    assert refused.returncode != 0 and "liken-node-scoped-writes" in refused.stderr, \
-        refused.stderr
-    # The media agent's token: its own driver's slices only.
-    media = pod_token("media-capabilities", "liken-node")
-    refused = apply([slice_doc("liken-node", name="liken-node-media-x")], token=media,
-                    check=False)
-    assert refused.returncode != 0 and "liken-node-scoped-writes" in refused.stderr
+    out = kubectl("patch", "machine", other_node, "--subresource=status", "--type=merge",
+                  "-p", json.dumps({"status": {"conditions": []}}), token=mine, check=False)
+    assert refused_by_policy(out), out.stderr
+    # The media agent's token: its own driver's slice of its own node only.
+    media = pod_token("media-capabilities", node)
+    out = apply([slice_doc(node, name=f"{node}-liken.sh")], token=media, check=False)
+    assert out.returncode != 0, out.stderr
+    out = apply([slice_doc(other_node, name=f"{other_node}-media.liken.sh",
+                           driver="media.liken.sh")], token=media, check=False)
+    assert refused_by_policy(out), out.stderr
+
+
+def test_the_media_token_evicts_only_its_own_pod(installed: dict[str, str]) -> None:
+    media = pod_token("media-capabilities", installed["node"])
+    [driver] = get("-n", "liken-system", "pods", "-l",
+                   "app.kubernetes.io/name=liken-devices")["items"]
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": driver["metadata"]["name"], "namespace": "liken-system"}}
+    out = kubectl("create", "--raw",
+                  f"/api/v1/namespaces/liken-system/pods/{driver['metadata']['name']}/eviction",
+                  "-f", "-", input=json.dumps(eviction), token=media, check=False)
+    assert refused_by_policy(out), out.stderr
+    assert get("-n", "liken-system", "pod", driver["metadata"]["name"])["metadata"].get(
+        "deletionTimestamp") is None
+    # Its own pod (the token's): admitted.
+    own = "token-media-capabilities-" + installed["node"]
+    eviction["metadata"]["name"] = own
+    out = kubectl("create", "--raw",
+                  f"/api/v1/namespaces/liken-system/pods/{own}/eviction", "-f", "-",
+                  input=json.dumps(eviction), token=media, check=False)
+    assert out.returncode == 0, out.stderr
 
 
 def granted(role: str) -> set[tuple[str, str]]:
