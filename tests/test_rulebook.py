@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.corpus import SHARED
+
 REPO = Path(__file__).resolve().parents[1]
 BOOK = REPO / "docs" / "rules"
 
@@ -303,6 +305,37 @@ def check_no_spec_citations(rel: str, text: str) -> list[str]:
     return problems
 
 
+COPIED_RUN = 8  # words in a row that the book may not share with the specification's pages
+
+
+def _words(text: str) -> list[str]:
+    text = text.lower().replace("\u2019", "'").replace("`", "")
+    return re.findall(r"[a-z0-9][a-z0-9'._/*-]*", text)
+
+
+def _prose(page: str) -> str:
+    """A page without its Origin items, which may quote the title of the section they name."""
+    keep: list[str] = []
+    origin = False
+    for line in page.splitlines():
+        origin = line.startswith("- Origin:") or (origin and line.startswith("  "))
+        if not origin:
+            keep.append(line)
+    return "\n".join(keep)
+
+
+def check_own_words(pages: Mapping[str, str], spec: str, run: int = COPIED_RUN) -> list[str]:
+    """No run of ``run`` words of a page's prose is also a run of the specification's pages."""
+    words = _words(spec)
+    runs = {tuple(words[i:i + run]) for i in range(len(words) - run + 1)}
+    problems: list[str] = []
+    for name, text in pages.items():
+        w = _words(_prose(text))
+        problems.extend(f"docs/rules/{name}: copies {' '.join(w[i:i + run])!r}"
+                        for i in range(len(w) - run + 1) if tuple(w[i:i + run]) in runs)
+    return problems
+
+
 # ---- the tests -------------------------------------------------------------------------------
 
 def test_the_book_has_every_page_in_the_index() -> None:
@@ -348,6 +381,16 @@ def test_nothing_cites_the_specification_pages_by_name() -> None:
         if text is not None:
             problems.extend(check_no_spec_citations(str(path.relative_to(REPO)), text))
     assert problems == []
+
+
+def test_the_book_is_in_its_own_words() -> None:
+    """Paraphrased, not pasted: checked against the specification's pages where they are."""
+    sources = [*sorted((SHARED / "seeds").glob("*.txt")), SHARED / "spec" / "decisions.md"]
+    if not all(p.is_file() for p in sources) or len(sources) < 3:
+        pytest.skip(f"the specification's pages are not beside the checkout ({SHARED})")
+    spec = "\n".join(p.read_text(encoding="utf-8") for p in sources)
+    pages = {p.name: p.read_text(encoding="utf-8") for p in sorted(BOOK.glob("*.md"))}
+    assert check_own_words(pages, spec) == []
 
 
 def test_the_inventory_module_table_names_every_module() -> None:
@@ -476,3 +519,13 @@ def test_citations_of_the_specification_pages_are_found() -> None:
                                   "../shared/seeds/devices.txt", "../shared/spec/x"])
 def test_each_spec_file_name_is_refused(word: str) -> None:
     assert check_no_spec_citations("docs/x.md", f"see {word} (rules: limits.cap)\n")
+
+
+def test_a_pasted_sentence_is_found_and_an_origin_may_quote() -> None:
+    spec = "A name stops at 63 characters, the limit of a DNS label, and is cut at the base."
+    page = ("A name stops at 63 characters, the limit of a DNS label, says the rule.\n"
+            "- Origin: \"stops at 63 characters, the limit of a DNS label\"\n")
+    problems = check_own_words({"names.md": page}, spec)
+    assert len(problems) == 5  # every run of eight words of the pasted part
+    assert problems[0] == "docs/rules/names.md: copies 'a name stops at 63 characters the limit'"
+    assert check_own_words({"names.md": page.splitlines()[1]}, spec) == []
