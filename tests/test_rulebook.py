@@ -53,6 +53,10 @@ ANCHOR_RE = re.compile(r'^<a id="([^"]*)"></a>\s*$')
 HEADING_RE = re.compile(r"^###\s+(\S+?):\s+\S")
 FIELD_RE = re.compile(r"^- (Why|Origin|Held by|Tested by):\s*(.*)$")
 CITE_RE = re.compile(rf"\brules: ({ID}(?:, {ID})*)(,?)")
+# `rules:` ending a comment line, a docstring line or a parenthesis; not `for r in rules:`, not
+# a YAML key.
+DANGLING_RE = re.compile(r"(?:#\s*|^\s*\*\s*|\()rules:\s*$")
+DANGLING_PROSE_RE = re.compile(r"^\s*rules:\s*$")  # a docstring's or a page's line of its own
 LINK_RE = re.compile(rf"(?:^|[(/\s])(?:rules/)?([a-z]+)\.md#({ID})\b")
 TICKS_RE = re.compile(r"`([^`]+)`")
 # The specification's pages by file name: never cited from the repository.
@@ -154,6 +158,7 @@ def scope(root: Path = REPO) -> Iterator[Path]:
         for path in sorted((root / d).rglob("*")):
             rel = path.relative_to(root)
             if (not path.is_file() or SKIP_PARTS & set(rel.parts)
+                    or any(p.endswith(".egg-info") for p in rel.parts)
                     or rel.parts[:2] == ("docs", "rules") or path == Path(__file__)
                     or path.stat().st_size > MAX_SCANNED):
                 continue
@@ -170,6 +175,9 @@ def _text(path: Path) -> str | None:
 def citations_in(rel: str, text: str) -> list[Citation]:
     out: list[Citation] = []
     for n, line in enumerate(text.splitlines(), 1):
+        if DANGLING_RE.search(line) or (DANGLING_PROSE_RE.match(line)
+                                        and not rel.endswith((".yaml", ".yml"))):
+            out.append(Citation(rel, n, "", "a citation names its ids on the line of `rules:`"))
         for m in CITE_RE.finditer(line):
             problem = ("a citation list must end on its line (repeat `rules:` on the next)"
                        if m.group(2) and not line[m.end():].strip() else "")
@@ -465,13 +473,15 @@ def test_a_missing_module_or_test_is_found(tmp_path: Path) -> None:
 def test_a_citation_of_an_unknown_rule_or_a_bad_link_is_found() -> None:
     (rule,) = parse_page("things", GOOD_PAGE)
     cites = citations_in("src/x.py", "x = 1  # (rules: things.one, things.two)\n"
-                                     "# rules: things.one,\n")
+                                     "# rules: things.one,\n# (rules:\n# things.one)\n")
     cites += citations_in("docs/x.md", "see [it](rules/other.md#things.one)\n")
-    assert [c.rule for c in cites] == ["things.one", "things.two", "things.one", "things.one"]
+    assert [c.rule for c in cites] == ["things.one", "things.two", "things.one", "", "things.one"]
     problems = check_citations([rule], cites)
     assert problems[0] == "src/x.py:1: cites things.two, which no page of docs/rules defines"
-    assert "must end on its line" in problems[1] and "on page other.md" in problems[2]
-    assert citations_in("src/y.py", "def f(rules: list[str]) -> None: ...\n") == []
+    assert "must end on its line" in problems[1] and "on the line of `rules:`" in problems[2]
+    assert "on page other.md" in problems[3]
+    assert citations_in("src/y.py", "def f(rules: list[str]) -> None:\n    for r in rules:\n") == []
+    assert citations_in("deploy/rbac.yaml", "rules:\n- apiGroups: [\"\"]\n") == []
 
 
 def test_a_rule_its_module_does_not_cite_is_found() -> None:
