@@ -1,9 +1,9 @@
 """What the machine holds: the disks that back its storage roles and the four reserved nodes.
 
-Seed, "What a node publishes", condition 3: a device whose subtree holds a storage role belongs
-to the machine, and when the facts cannot be read no disk is offered at all. The console, the
-system clock ``/dev/rtc0``, the TPM's nodes and a serio-attached tty are never delivered: they
-are dropped from a device's deliveries (decisions, "Reserved nodes").
+Condition 3 (rules: hardware.storage-role, hardware.facts-fail-closed): a device whose subtree
+holds a storage role belongs to the machine, and when the facts cannot be read no disk is offered
+at all. The console, the system clock ``/dev/rtc0``, the TPM's nodes and a serio-attached tty are
+never delivered: they are dropped from a device's deliveries (rules: hardware.reserved-nodes).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _TPM = re.compile(r"tpm(rm)?[0-9]+")  # fullmatch
 
 def reserved_kind(node: DevNode, console: Collection[str],
                   serio_ttys: Collection[str]) -> str | None:
-    """seed "What a node publishes": the four kinds of node the machine holds."""
+    """The four kinds of node the machine holds (rules: hardware.reserved-nodes)."""
     name = node.name
     if name in console:
         return "the console"

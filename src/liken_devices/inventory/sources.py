@@ -37,7 +37,7 @@ class FactsUnreadable(Exception):
 def read_facts(root: Path) -> Facts:
     """Storage roles from init's facts tree; unreadable facts mean no disk is offered.
 
-    decisions, "Facts fail closed": readable only when ``storage/`` is a directory that can be
+    rules: hardware.facts-fail-closed. Readable only when ``storage/`` is a directory that can be
     listed, every entry in it is a directory whose ``device`` file reads as a non-empty kernel
     partition name, and nothing on the way is a dangling or looping link. A facts root with no
     ``storage/`` at all means "no roles".
