@@ -64,7 +64,7 @@ SPEC_FILE_RE = re.compile(r"devices\.txt|render-node-capabilities\.txt|decisions
                           r"|shared/seeds|shared/spec", re.IGNORECASE)
 # "the seed" / "the decisions" as a source: allowed only beside a rule's citation (its origin).
 SPEC_WORD_RE = re.compile(r"\b(?:seeds?|decisions)\b(?!\s*[(=])", re.IGNORECASE)
-NEAR = 3  # lines either side of an origin word where its rule's citation must stand
+NEAR = 1  # lines either side of an origin word where its rule's citation must stand
 
 
 @dataclass(frozen=True)
