@@ -22,9 +22,8 @@ rule of hardware.md) or comes from the kubelet's DRA plugin API (KEP-4381; the G
   Then it asks for a walk (``on_release``): the next walk publishes what the kernel then shows.
 * The reconcile pass, run after every walk, rewrites each prepared claim's spec with the current
   nodes and their host mode and owner (``cdi``), or with a nonexistent path while a device is
-  away, touching only files that differ (rules: delivery.reconcile, delivery.absent-node).
-* Health: each prepared device is healthy while present and unhealthy while absent
-  (rules: delivery.health).
+  away, touching only files that differ.
+* Health: each prepared device is healthy while present and unhealthy while absent.
 
 Calls are serialized by one lock (the Go helper's default), which reconcile takes too.
 """
@@ -491,7 +490,10 @@ class Plugin:
     # -- reconcile -------------------------------------------------------------------------------
 
     def reconcile(self, inv: Inventory) -> list[str]:
-        """Rewrite every prepared claim's spec for ``inv``; returns the UIDs whose file changed."""
+        """Rewrite every prepared claim's spec for ``inv``; returns the UIDs whose file changed.
+
+        rules: delivery.reconcile, delivery.absent-node
+        """
         self.load()
         written: list[str] = []
         with self._exclusive() as busy:
@@ -571,6 +573,7 @@ class Plugin:
                 self._health.cond.wait(timeout)
             return self._health.version, self._health.devices
 
+    # A prepared device is healthy while present, unhealthy while away (rules: delivery.health).
     def _update_health_locked(self) -> None:
         states: dict[tuple[str, str], bool] = {}
         for claim in self._state.claims.values():
