@@ -41,6 +41,13 @@ PENDING: frozenset[str] = frozenset({
     "media.names-as-render-node",
 })
 
+# Files that still cite the specification's pages, each with why; the list only shrinks (the test
+# fails once a listed file cites them no more). reserved.py's lines are rewritten on the branch
+# that adds the watchdogs; replacing them here would make that merge conflict.
+OLD_CITATIONS_LEFT: Mapping[str, str] = {
+    "src/liken_devices/inventory/reserved.py": "rewritten by the round-3 branch (watchdogs)",
+}
+
 # Where rules are cited: the code, the tests, the deploy files, the docs and the entry points.
 SCOPE_DIRS = ("src", "tests", "docs", "deploy", "scripts", "setup.d")
 SCOPE_FILES = ("README.md", "tasks", "pyproject.toml")
@@ -386,8 +393,16 @@ def test_nothing_cites_the_specification_pages_by_name() -> None:
     problems = []
     for path in scope():
         text = _text(path)
-        if text is not None:
-            problems.extend(check_no_spec_citations(str(path.relative_to(REPO)), text))
+        rel = str(path.relative_to(REPO))
+        if text is None:
+            continue
+        found = check_no_spec_citations(rel, text)
+        if rel not in OLD_CITATIONS_LEFT:
+            problems.extend(found)
+        elif not found:
+            problems.append(f"{rel} cites no specification page: take it off OLD_CITATIONS_LEFT")
+    problems.extend(f"OLD_CITATIONS_LEFT names {p}, which does not exist"
+                    for p in OLD_CITATIONS_LEFT if not (REPO / p).is_file())
     assert problems == []
 
 

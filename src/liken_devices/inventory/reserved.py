@@ -1,9 +1,9 @@
 """What the machine holds: the disks that back its storage roles and the four reserved nodes.
 
-Condition 3 (rules: hardware.storage-role, hardware.facts-fail-closed): a device whose subtree
-holds a storage role belongs to the machine, and when the facts cannot be read no disk is offered
-at all. The console, the system clock ``/dev/rtc0``, the TPM's nodes and a serio-attached tty are
-never delivered: they are dropped from a device's deliveries (rules: hardware.reserved-nodes).
+Seed, "What a node publishes", condition 3: a device whose subtree holds a storage role belongs
+to the machine, and when the facts cannot be read no disk is offered at all. The console, the
+system clock ``/dev/rtc0``, the TPM's nodes and a serio-attached tty are never delivered: they
+are dropped from a device's deliveries (decisions, "Reserved nodes").
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _TPM = re.compile(r"tpm(rm)?[0-9]+")  # fullmatch
 
 def reserved_kind(node: DevNode, console: Collection[str],
                   serio_ttys: Collection[str]) -> str | None:
-    """The four kinds of node the machine holds (rules: hardware.reserved-nodes)."""
+    """seed "What a node publishes": the four kinds of node the machine holds."""
     name = node.name
     if name in console:
         return "the console"
@@ -36,6 +36,8 @@ def role_partitions(devs: Mapping[str, SysDevice], facts: Facts) -> frozenset[st
     """Block device names that back a storage role, following dm/md slaves down.
 
     None when the facts cannot be read: then no block device may be published.
+
+    rules: hardware.storage-role, hardware.facts-fail-closed
     """
     parts = facts.role_partitions
     if parts is None:
@@ -55,6 +57,8 @@ def role_partitions(devs: Mapping[str, SysDevice], facts: Facts) -> frozenset[st
     return frozenset(found)
 
 
+# The console, rtc0, the TPM and a serio-attached tty are kept from every claim by
+# reserved_kind (rules: hardware.reserved-nodes).
 def backing(nodes: list[SysDevice], roles: frozenset[str]) -> list[str]:
     """The block nodes among ``nodes`` that back a storage role, sorted."""
     return sorted(n.node.name for n in nodes
