@@ -70,7 +70,13 @@ TICKS_RE = re.compile(r"`([^`]+)`")
 SPEC_FILE_RE = re.compile(r"devices\.txt|render-node-capabilities\.txt|decisions\.md"
                           r"|shared/seeds|shared/spec", re.IGNORECASE)
 # "the seed" / "the decisions" as a source: allowed only beside a rule's citation (its origin).
-SPEC_WORD_RE = re.compile(r"\b(?:seeds?|decisions)\b(?!\s*[(=])", re.IGNORECASE)
+# Citation-like uses only, so a random seed (``--seed S``, ``choose(t, seed, ...)``) is none.
+SPEC_WORD_RE = re.compile(
+    r"\bseed's\b|\bseeds?(?:[,:]\s*|\s+)[\"\u201c](?-i:[A-Z])|\(seed[),;]"
+    r"|\bthe seeds?\s+(?:names|says|states|wants|considers|section|sections|page|heading|table)"
+    r"|\bdecisions(?:\.md)?(?:[,:]\s*|\s+)[\"\u201c](?-i:[A-Z])|\(decisions\b|\bdecisions:"
+    r"|\bdecisions page\b|\bthe (?:project's )?decisions\b", re.IGNORECASE)
+SPEC_SENTENCE_RE = re.compile(r"(?:^|[.\s(])Seed,\s")  # "Seed, "Limits": ..." opening a sentence
 NEAR = 1  # lines either side of an origin word where its rule's citation must stand
 
 
@@ -315,7 +321,8 @@ def check_no_spec_citations(rel: str, text: str) -> list[str]:
     for n, line in enumerate(lines):
         if m := SPEC_FILE_RE.search(line):
             problems.append(f"{rel}:{n + 1}: cites {m.group(0)}; cite the rule in docs/rules")
-        elif (m := SPEC_WORD_RE.search(line)) and not any(cited[max(0, n - NEAR):n + NEAR + 1]):
+        elif ((m := SPEC_WORD_RE.search(line) or SPEC_SENTENCE_RE.search(line))
+              and not any(cited[max(0, n - NEAR):n + NEAR + 1])):
             problems.append(f"{rel}:{n + 1}: names {m.group(0)!r} with no rule cited beside it")
     return problems
 
@@ -534,10 +541,14 @@ def test_citations_of_the_specification_pages_are_found() -> None:
             "x = 1\n\n\n\n"
             '# the seed\'s table\n\n\n\n'
             '# origin: seed "Limits" (rules: limits.cap)\n'
-            "random.seed(4)\n")
-    assert check_no_spec_citations("src/x.py", text) == [
-        "src/x.py:1: cites decisions.md; cite the rule in docs/rules",
-        "src/x.py:6: names 'seed' with no rule cited beside it"]
+            "random.seed(4)\n"
+            "``--sample N --seed S`` runs N mutants chosen by the seed (what the floor does).\n"
+            'x = choose(t, sample, seed, True) or {"seed": seed, "to": 1}  # seed {seed}: a seed\n'
+            '\n\n\n# (decisions, "Names")\n'
+            'Seed, "Limits": at most 128.\n'
+            "the two the seed names\n")
+    assert [p.split(": ", 1)[0] for p in check_no_spec_citations("src/x.py", text)] == [
+        "src/x.py:1", "src/x.py:6", "src/x.py:17", "src/x.py:18", "src/x.py:19"]
 
 
 @pytest.mark.parametrize("word", ["devices.txt", "render-node-capabilities.txt",
