@@ -133,6 +133,7 @@ class PrepareOutcome:
     error: str = ""
 
 
+# A prepared device is healthy while present, unhealthy while away (rules: delivery.health).
 @dataclass(frozen=True, slots=True)
 class DeviceHealthState:
     pool: str
@@ -573,7 +574,6 @@ class Plugin:
                 self._health.cond.wait(timeout)
             return self._health.version, self._health.devices
 
-    # A prepared device is healthy while present, unhealthy while away (rules: delivery.health).
     def _update_health_locked(self) -> None:
         states: dict[tuple[str, str], bool] = {}
         for claim in self._state.claims.values():
