@@ -212,9 +212,9 @@ class UsbRules:
             self.ledger.outcome(hw, Reason.NO_DRIVER)
             self.ledger.add_unclaimed(hw)
         elif hw.dev.driver == "usbfs":
-            # A libusb program detached the kernel driver and holds the interface
-            # (rules: usb.held-by-program): it leaves the slice, but its claim keeps the usbfs node
-            # (unless the machine depends on the device: then the claim's node is absent).
+            # A libusb program detached the kernel driver and holds it (rules: usb.held-by-program):
+            # it leaves the slice, but its claim keeps the usbfs node (unless the
+            # machine depends on the device: then the claim's node is absent).
             self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM, "a program holds it through usbfs")
             if usbfs is not None:
                 self.ledger.held[device_name("usb", hw.address)] = (usbfs,)
