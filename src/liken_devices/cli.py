@@ -148,8 +148,8 @@ def explain_json(inv: Inventory) -> dict[str, Any]:
         "unclaimed": [
             {"path": u.path, "address": u.address, **u.to_status()} for u in inv.unclaimed
         ],
-        # Nodes a claim does not state because they are other devices' (decisions.md,
-        # "Bluetooth event numbers stay exclusive to their owners").
+        # Nodes a claim does not state because they are other devices'
+        # (rules: bluetooth.event-numbers-exclusive).
         "leftOut": {d.name: [x.to_json() for x in d.left_out] for d in inv.devices
                     if d.left_out},
     }

@@ -1,4 +1,4 @@
-"""A claimed USB device keeps its shape until its claim ends (decisions, "Delivery").
+"""A claimed USB device keeps its shape until its claim ends (rules: usb.claimed-keeps-shape).
 
 The agent and its embedded kubelet plugin in one process, over a built sysfs tree; real uevents
 wake the walks. A claim on a HID interface is prepared through the test kubelet; a libusb
@@ -178,7 +178,7 @@ def test_a_claimed_interface_keeps_its_shape_while_its_program_leaves_it(
         api.wait_for(lambda: node.health[-1:] == [[(node.name, UPS, HEALTHY)]], 10)
 
         # The pod's program detaches usbhid and holds the interface through usbfs: the
-        # interface leaves the slice (seed, "USB devices"); the claim keeps the usbfs node.
+        # interface leaves the slice (rules: usb.held-by-program); the claim keeps the usbfs node.
         node.after_walk(node.program_holds,
                         lambda inv: reason_of(inv, "1-2:1.0") == "held by a program through "
                                                                  "usbfs")

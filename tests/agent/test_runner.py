@@ -1,6 +1,5 @@
 """The agent in-process: real uevents wake walks of a fixture tree; the loopback API server sees
-the slice and the Machine follow (``docs/agent.md``; decisions.md, "Uevents"; devices.txt,
-"Limits").
+the slice and the Machine follow (``docs/agent.md``; rules: uevents.actions, limits.cap).
 """
 
 from __future__ import annotations
@@ -107,7 +106,7 @@ def test_follows_uevents_and_ignores_virtual_net(api: FakeApiServer, node: Fixtu
 
 def test_change_online_and_offline_wake_no_walk(api: FakeApiServer, node: FixtureNode,
                                                  tmp_path: Path) -> None:
-    """decisions.md, "Uevents": a laptop's battery sends a change every minute; that and a CPU's
+    """rules: uevents.actions. A laptop's battery sends a change every minute; that and a CPU's
     online/offline are no hardware arriving, leaving or changing its driver."""
     run = start(api, node, tmp_path)
     try:
@@ -378,7 +377,7 @@ def test_offline_with_machine_file(node: FixtureNode, tmp_path: Path) -> None:
         assert status["conditions"][0]["type"] == "FactsPublished"
         usb = node.plug_usb(7)
         synthetic_uevent("add")
-        # Other tests' uevents can stretch the burst to its 5 s cap (decisions "Uevents").
+        # Other tests' uevents can stretch the burst to its 5 s cap (rules: uevents.quiet-second).
         deadline = time.monotonic() + 12
         while time.monotonic() < deadline:
             obj = json.loads((tmp_path / "slice.json").read_text())

@@ -1,6 +1,7 @@
 """The uevent socket reads the real kernel's messages; the burst, net and action rules hold.
 
-decisions.md, "Uevents": a walk one second after the last uevent of a burst, at most five
+rules: uevents.quiet-second, uevents.virtual-net, uevents.actions. A walk one second after the
+last uevent of a burst, at most five
 seconds after its first; uevents under /devices/virtual/net/ wake nothing; only add, remove,
 bind, unbind and move wake a walk, change, online and offline do not.
 """

@@ -1,5 +1,5 @@
-"""Bluetooth event numbers stay exclusive to their owners (decisions.md), on a built laptop tree
-and on a real laptop's recording.
+"""Bluetooth event numbers stay exclusive to their owners, on a built laptop tree and on a real
+laptop's recording (rules: bluetooth.event-numbers-exclusive).
 
 The claim states every number 13:64..13:95 except those whose event node the walk finds in the
 subtree of a bus or board device other than the adapter; nodes under /devices/virtual/ and under

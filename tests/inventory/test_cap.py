@@ -1,4 +1,4 @@
-"""The 128 cap keeps what is claimed (seed, "Limits"; decisions, "Which hardware is considered").
+"""The 128 cap keeps what is claimed (rules: limits.cap, limits.cap-keeps-claimed).
 
 When more than 128 devices qualify, the published ones are first every device a claim prepared
 on this node holds, then the rest in natural order of their names (digit runs compare as

@@ -1,4 +1,4 @@
-"""A claimed USB device keeps its shape until its claim ends (decisions, "Delivery").
+"""A claimed USB device keeps its shape until its claim ends (rules: usb.claimed-keeps-shape).
 
 The policy is told which devices the claims prepared on this node hold (``claimed``); while such
 a claim holds an interface or the whole device, a libusb program leaving it changes nothing in
@@ -115,7 +115,7 @@ def test_a_whole_device_claim_whose_program_holds_an_interface_is_in_use_not_abs
     offline = tree.walk()
     assert offline.lookup("usb-1-3") is None  # today's view without the claim
     inv = tree.walk(claims("usb-1-3"))
-    # It leaves the slice (seed, "USB devices with no kernel driver"), its interface does not
+    # It leaves the slice (rules: usb.held-by-program), its interface does not
     # publish, and the claim keeps the usbfs node.
     assert [d.name for d in inv.devices] == []
     assert inv.lookup("usb-1-3") == (usbfs(5),)
@@ -135,7 +135,7 @@ def test_a_whole_device_claim_keeps_its_shape_when_a_kernel_driver_binds(tree: T
 
 
 def test_an_attached_serial_lines_adapter_keeps_no_usbfs_node(tree: Tree) -> None:
-    """decisions, "No usbfs for a USB device the machine depends on": a spec.serio adapter never
+    """rules: serial.no-usbfs, usb.machine-depends. A spec.serio adapter never
     delivers its usbfs node, by any path, a claim that keeps its shape included."""
     dev = tree.b.usb_device("1-5", devnum=6, vendor="2548", product="1002")
     tree.b.usb_interface(dev, "1.0", driver=None, cls=2)
@@ -149,8 +149,8 @@ def test_an_attached_serial_lines_adapter_keeps_no_usbfs_node(tree: Tree) -> Non
 # -- for any generated machine and any claims ------------------------------------------------
 
 def machine_depends_on(snap: Snapshot, ctx: Context, usb: SysDevice) -> bool:
-    """The test's own statement of decisions.md, "No usbfs for a USB device the machine depends
-    on": an interface's subtree holds the console or a block device backing a role (any block
+    """The test's own statement of the rule (rules: usb.machine-depends, serial.no-usbfs): an
+    interface's subtree holds the console or a block device backing a role (any block
     device while the facts are unreadable), or a spec.serio entry names the device."""
     if any(usb_ids(usb) == (e.vendor, e.product) for e in ctx.machine.serio):
         return True

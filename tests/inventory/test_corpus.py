@@ -74,8 +74,8 @@ def test_btusb_adapter_of_a_laptop() -> None:
     paths = [n.path for n in radio.nodes]
     assert paths[:2] == ["/dev/bus/usb/001/012", "/dev/uinput"] and paths[-1] == "/dev/uhid"
     # The 32 legacy event numbers but the 10 whose nodes the laptop's own devices hold
-    # (decisions.md, "Bluetooth event numbers stay exclusive to their owners"; the full list is
-    # in tests/inventory/test_bluetooth.py).
+    # (rules: bluetooth.event-numbers-exclusive; the full list is in
+    # tests/inventory/test_bluetooth.py).
     assert len([p for p in paths if p.startswith("/dev/input/event")]) == 22
 
 

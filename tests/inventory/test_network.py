@@ -1,6 +1,8 @@
-"""Network cards and USB host controllers (inventory/network.py; decisions, "Which hardware is
-considered", "Network cards never appear", "Placeholder serial ports"), on built trees and on
-the real recordings (skipped without them)."""
+"""Network cards and USB host controllers (inventory/network.py), on built trees and on the real
+recordings (skipped without them).
+
+rules: hardware.bus-structure, hardware.network-cards, hardware.placeholder-serial
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One test per rule of the inventory policy, each naming the seed section it pins.
+"""One test per rule of the inventory policy (docs/rules/), each naming the rule it pins.
 
 Trees are built on disk with the builder and read through the real sysfs reader.
 """
@@ -173,7 +173,7 @@ def test_watchdogs_are_the_machines(b: SysfsBuilder, scan: Scan) -> None:
 
 
 def test_reserved_node_dropped_rest_published(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions: reserved nodes are dropped; the device keeps the rest of its own nodes."""
+    """rules: hardware.reserved-nodes. Dropped; the device keeps the rest of its own nodes."""
     lpc = b.pci("0000:00:16.3", driver="serial", cls=0x070002)
     b.node(lpc, "tty", "ttyS4", 4, 68, subdir="tty")
     b.node(lpc, "tty", "ttyS5", 4, 69, subdir="tty")
@@ -200,7 +200,7 @@ def test_bus_structure_is_not_listed(b: SysfsBuilder, scan: Scan) -> None:
 
 
 def test_outermost_bound_board_device_owns_its_subtree(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions: i8042 owns the keyboard and mouse behind it (serio0, serio1)."""
+    """rules: hardware.node-owner. i8042 owns the keyboard and mouse behind it (serio0, serio1)."""
     i8042 = b.board("platform", "i8042", driver="i8042")
     for n, minor in (("serio0", 65), ("serio1", 66)):
         serio = b.device(i8042, n, "serio", driver="atkbd" if n == "serio0" else "psmouse")
@@ -225,7 +225,7 @@ def test_acpi_power_button_is_published(b: SysfsBuilder, scan: Scan) -> None:
 
 
 def test_platform_device_inside_pci_is_not_a_board_device(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions: a board device is one whose directory is not inside a PCI or USB device."""
+    """rules: hardware.considered. A board device's directory is not inside a PCI or USB device."""
     lpss = b.pci("0000:00:15.0", driver="intel-lpss", cls=0x118000)
     i2c = b.board("platform", "i2c_designware.0", driver="i2c_designware", parent=lpss)
     b.node(i2c, "i2c-dev", "i2c-0", 89, 0, subdir="i2c-0/i2c-dev")
@@ -254,7 +254,7 @@ def test_names_stop_at_63_characters_with_suffix_kept() -> None:
 
 
 def test_colliding_cut_names_are_made_unique(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions "Names": two names equal after the cut get a hash of the full address."""
+    """rules: names.collision. Two names equal after the cut get a hash of the full address."""
     long = "a-board-device-whose-firmware-name-is-very-long-indeed-x"
     for n, minor in (("1", 70), ("2", 71)):
         d = b.board("platform", f"{long}{n}.{n}", driver="leds")
@@ -320,7 +320,7 @@ def test_absent_attributes_are_absent_not_empty(b: SysfsBuilder, scan: Scan) -> 
 
 
 def test_strange_serial_bytes_never_break_the_slice(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions "Attributes": non-printable UTF-8 is replaced, strings cut to 64 bytes."""
+    """rules: attributes.bounded. Non-printable UTF-8 is replaced, strings cut to 64 bytes."""
     usb = b.usb_device("1-2", serial=b"\xff\xfe\x00A\xe2\x82\xac" + "é".encode() * 40)
     hid_interface(b, usb)
     serial = dev(scan(), "usb-1-2-1-0").attributes["serial"]
@@ -379,7 +379,7 @@ def test_usb_gpu_shared_render_half_carries_no_usbfs(b: SysfsBuilder, scan: Scan
 
 
 def test_gpu_without_render_node_publishes_only_display(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions "Names": a GPU with a card node but no render node: only its -display device."""
+    """rules: sharing.display-only. A GPU with a card but no render node: only -display."""
     b.gpu(render=None)
     assert names(scan()) == ["pci-0000-00-02-0-display"]
 
@@ -394,7 +394,7 @@ def test_framebuffer_only_device_is_withheld(b: SysfsBuilder, scan: Scan) -> Non
 
 
 def test_gpu_with_unknown_mix_is_whole_and_exclusive(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions "GPU split": a GPU that also holds another kind of node is an unknown mix."""
+    """rules: sharing.unknown-mix. A GPU that also holds another kind of node is an unknown mix."""
     gpu = b.gpu()
     b.node(gpu, "misc", "accel0", 10, 99, subdir="misc")
     inv = scan()
@@ -466,7 +466,7 @@ def test_usb_interfaces_each_deliver_the_usbfs_node(b: SysfsBuilder, scan: Scan)
 
 
 def test_usbfs_alone_never_keeps_an_interface_in_the_slice(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions: the usbfs node belongs to the USB device, not to the interface's subtree."""
+    """rules: usb.usbfs-alone. The usbfs node belongs to the USB device, not to the interface."""
     usb = b.usb_device("1-2")
     hid_interface(b, usb, "1.0", 0)
     b.usb_interface(usb, "1.1", driver="usbhid", cls=3)  # bound, but no node of its own
@@ -613,7 +613,7 @@ def test_serial_line_without_entry_is_an_ordinary_tty(b: SysfsBuilder, scan: Sca
 
 
 def test_serio_entry_serial_must_match(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions "Machine": an entry with a serial matches only that unit."""
+    """rules: serial.one-matching-rule. An entry with a serial matches only that unit."""
     cec_adapter(b, attached=False)
     other = SerioEntry("pulse8-cec", "2548", "1002", "OTHER")
     assert "usb-1-5-1-0" in names(scan(machine=MachineSpec(serio=(other,))))

@@ -86,7 +86,8 @@ def check_exclusive(snap: Snapshot, inv: Inventory) -> None:
     """No node of one published device is delivered by another device's claim.
 
     A node is a device's own when sysfs shows it inside the hardware the device stands for. The
-    usbfs node is the USB device's, which every driven interface delivers (seed, "USB devices").
+    usbfs node is the USB device's, which every driven interface delivers
+    (rules: usb.usbfs-per-interface).
     """
     at: dict[tuple[str, int, int], SysDevice] = {}
     for x in snap.devices.values():
@@ -107,7 +108,7 @@ def check_exclusive(snap: Snapshot, inv: Inventory) -> None:
 
 
 def check_bluetooth_event(snap: Snapshot, radio: str, x: SysDevice | None) -> None:
-    """decisions.md, "Bluetooth event numbers stay exclusive to their owners": a stated number's
+    """rules: bluetooth.event-numbers-exclusive. A stated number's
     node, if the walk found one, is the Bluetooth stack's own or under the adapter."""
     if x is None or x.path.startswith("/devices/virtual/"):
         return
@@ -410,7 +411,7 @@ def composite_usb_machines(draw: st.DrawFn) -> tuple[Snapshot, list[str], str]:
 @given(composite_usb_machines())
 def test_no_claim_reaches_a_roles_disk_or_the_console_for_any_facts_tree_and_composite_device(
         machine: tuple[Snapshot, list[str], str]) -> None:
-    """decisions, "Facts fail closed" and "No usbfs for a USB device the machine depends on":
+    """rules: hardware.facts-fail-closed, usb.machine-depends.
     whatever the facts tree on disk holds, and however a USB device's interfaces mix disks,
     serial lines, HID and programs, no claim reaches a role's disk or the console by any node
     (a published device's, or a held interface's usbfs)."""

@@ -1,4 +1,4 @@
-"""Facts fail closed (inventory/sources.py; decisions, "Facts fail closed"): each hostile facts
+"""Facts fail closed (inventory/sources.py; rules: hardware.facts-fail-closed): each hostile facts
 tree reads as "facts unreadable", so no disk at all is offered and FactsPublished is False with
 the reason."""
 

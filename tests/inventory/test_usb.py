@@ -1,5 +1,7 @@
-"""USB devices the machine depends on, and whole libusb devices (inventory/usb.py; decisions,
-"No usbfs for a USB device the machine depends on", "Unclaimed means unpublished")."""
+"""USB devices the machine depends on, and whole libusb devices (inventory/usb.py).
+
+rules: usb.machine-depends, usb.unclaimed-means-unpublished, serial.no-usbfs
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """MachineReporter against the loopback API server: spec in, status out, only on change
-(docs/agent.md, "The Machine"; decisions.md, "The facts, the Machine and the catalogs")."""
+(docs/agent.md, "The Machine"; rules: machine.object, machine.facts-condition)."""
 
 from __future__ import annotations
 

@@ -131,7 +131,7 @@ LONG_SERIAL = "P8-" + "0123456789abcdef" * 5  # 83 bytes: the published attribut
 @pytest.mark.parametrize("written", ["full", "cut"])
 def test_one_rule_names_a_serial_line_even_with_a_serial_longer_than_64_bytes(
         tmp_path: Path, ptys: list[tuple[int, int]], written: str) -> None:
-    """decisions, "One rule names a serial line": an entry whose serial is the adapter's full
+    """rules: serial.one-matching-rule. An entry whose serial is the adapter's full
     serial (or the published, cut one) withholds the tty in the policy AND attaches the line on
     the machine side; neither side may name an adapter the other does not."""
     b, dev_root, sources, _, side = both_sides(tmp_path, tmp_path)

@@ -71,7 +71,7 @@ def replug(text: str, port: str) -> tuple[str, str]:
         if new not in taken:
             break
     moved = re.sub(rf"(?<=/){re.escape(port)}(?=[/:.\s]|$)", new, text, flags=re.M)
-    # The usbfs number changes at every enumeration (seed, "USB devices").
+    # The usbfs number changes at every enumeration (rules: delivery.reconcile).
     lines = []
     in_device = False
     for line in moved.splitlines():

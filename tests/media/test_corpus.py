@@ -1,10 +1,10 @@
 """Replays of real capability lists (../shared/vainfo/ beside the checkout) through the fake driver.
 
-Skipped when that folder is absent (the suite must pass without it). The expected flags were
-worked out by hand from the seed's table for each file. For plain dumps, which carry no RT
-formats and no video processor formats, the fake driver's documented defaults apply: AV1
-Profile0 states 8 and 10 bit, and the video processor follows the vendor (iHD: NV12 plus P010;
-otherwise NV12/P010 from its RT format).
+Skipped when that folder is absent (the suite must pass without it). The expected flags were worked
+out by hand from the capability table (rules: media.capabilities) for each file. For plain dumps,
+which carry no RT formats and no video processor formats, the fake driver's documented defaults
+apply: AV1 Profile0 states 8 and 10 bit, and the video processor follows the vendor (iHD: NV12 plus
+P010; otherwise NV12/P010 from its RT format).
 """
 
 from __future__ import annotations

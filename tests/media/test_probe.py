@@ -1,7 +1,8 @@
 """The query through the real libva, one child process per render node (docs/media.md).
 
 Each test runs the agent's own child (:func:`liken_devices.media.probe.child_command`) against
-fake render nodes answered by the fake VA driver, and checks the seed's table on the answer.
+fake render nodes answered by the fake VA driver, and checks the capability table on the answer
+(rules: media.capabilities, media.failed-query).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``liken-media run`` against the loopback API server (tests/support/fakeapi.py).
 
 The agent asks every render node once at start and publishes; it asks again only when liken's
-slice names a render node it has not seen (render-node-capabilities.txt: "No timer queries
-again"); it re-creates its slice when the kubelet deletes it, without asking any driver again.
+slice names a render node it has not seen, and no timer asks again (rules: media.query-once); it
+re-creates its slice when the kubelet deletes it, without asking any driver again.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def test_run_as_a_process_stops_on_sigterm(api: FakeApiServer, tmp_path: Path,
     assert "signal 15, stopping" in err
 
 
-# ---- a render node this pod lacks (decisions.md, "The media agent") ----------------------------
+# ---- a render node this pod lacks (rules: media.missing-render-node) ----------------------------
 
 
 @pytest.fixture

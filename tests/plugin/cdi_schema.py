@@ -1,10 +1,10 @@
-"""Checks of a claim's CDI spec: a draft-07 JSON schema and the project's decisions.
+"""Checks of a claim's CDI spec: a draft-07 JSON schema and the project's delivery rules.
 
 The schema is written here from the CDI specification (its own JSON schema is draft-07 with
 required ``cdiVersion``/``kind``/``devices``, each device requiring ``name`` and
 ``containerEdits``, a device node requiring ``path``), tightened with the rules the
 Go validation adds (name patterns, non-empty device edits, no unknown fields: runtimes decode
-strictly). :func:`check_claim_spec` adds decisions.md "Delivery".
+strictly). :func:`check_claim_spec` adds the delivery rules (rules: delivery.cdi-spec).
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def check_claim_spec(spec: dict[str, Any], uid: str) -> None:
                 # not minimally specified must exist on the host: the CDI specification).
                 assert set(n) == {"path"}, n
             else:
-                # Minimally specified, with the host node's mode and owner (decisions.md,
-                # "Ownership and mode travel with the node").
+                # Minimally specified, with the host node's mode and owner
+                # (rules: delivery.mode-and-owner).
                 assert set(n) == {"path", "type", "major", "minor", "fileMode", "uid", "gid"}, n
                 assert n["path"].startswith("/dev/")
                 assert n["type"] in ("c", "b")

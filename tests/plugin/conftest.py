@@ -37,8 +37,8 @@ def n(name: str, typ: str, major: int, minor: int) -> DevNode:
 USBFS = n("bus/usb/001/004", "c", 189, 3)
 BT_EVENTS = tuple(n(f"input/event{i}", "c", 13, 64 + i) for i in range(32))
 
-# One device of every kind the inventory publishes (devices.txt, "Sharing", "USB devices",
-# "Bluetooth adapters", "Serial-line adapters"), with the nodes a claim on it delivers.
+# One device of every kind the inventory publishes (docs/rules/sharing.md, usb.md, bluetooth.md,
+# serial.md), with the nodes a claim on it delivers.
 CATALOG: dict[str, tuple[str, tuple[DevNode, ...], str]] = {
     "pci-0000-00-02-0": ("render", (n("dri/renderD128", "c", 226, 128),),
                          "/devices/pci0000:00/0000:00:02.0"),

@@ -127,7 +127,7 @@ def test_state_write_failure_on_unprepare_is_retried(api: FakeApiServer, make_pl
     k.close()
 
 
-# decisions.md, "Ownership and mode travel with the node".
+# rules: delivery.mode-and-owner
 
 needs_mknod = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 

@@ -1,5 +1,5 @@
-"""The plugin shares its prepared claims with every walk (decisions, "Delivery": a claimed USB
-device keeps its shape until its claim ends; "The 128 cap keeps what is claimed").
+"""The plugin shares its prepared claims with every walk: a claimed USB device keeps its shape
+until its claim ends, and the 128 cap keeps what is claimed (rules: usb.claimed-keeps-shape).
 
 The plugin's prepare walk is told the claims already prepared, an unprepare asks its embedder for
 a walk, ``liken-devices claims`` walks with the state's claims, and a whole-device claim whose
@@ -102,7 +102,7 @@ def test_a_whole_device_claim_whose_program_holds_an_interface_is_in_use_not_abs
         # pcscd in the pod claims the reader's interface: the kernel shows usbfs as its driver.
         reader.b.set_driver(reader.iface, "usb", "usbfs")
         inv = reader.walk(claimed=plugin.claimed())
-        assert [d.name for d in inv.devices] == []  # it left the slice (seed), both shapes
+        assert [d.name for d in inv.devices] == []  # rules: usb.held-by-program, both shapes
         plugin.reconcile(inv)
         assert nodes() == [usbfs]
         assert [(d.device, d.healthy) for d in plugin.health()[1]] == [("usb-1-3", True)]

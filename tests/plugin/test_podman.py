@@ -191,10 +191,10 @@ def make_node(dev_dir: Path, name: str, rdev: tuple[int, int], mode: int, gid: i
 
 def test_a_node_keeps_its_mode_and_group_and_the_group_opens_it(
         api: FakeApiServer, machine: Machine, e2e: tuple[Plugin, TestKubelet]) -> None:
-    """decisions.md, "Ownership and mode travel with the node", and devices.txt, "What a claim
-    delivers": the workload reaches a node through the group membership its image gives its
-    user. The host's node is 0640 root:4242 (a copy of /dev/null's numbers in the plugin's /dev);
-    the container's node is exactly that, a user in group 4242 opens it, one outside cannot."""
+    """rules: delivery.mode-and-owner, delivery.nodes-only. The workload reaches a node through the
+    group membership its image gives its user. The host's node is 0640 root:4242 (a copy of
+    /dev/null's numbers in the plugin's /dev); the container's node is exactly that, a user in
+    group 4242 opens it, one outside cannot."""
     plugin, kubelet = e2e
     card = machine.b.pci("0000:00:1e.1", driver="exar_serial", cls=0x070002)
     machine.b.node(card, "tty", "ttyLKN0", 1, 3, subdir="tty")
@@ -254,11 +254,11 @@ def test_bluetooth_claim_delivers_usbfs_uinput_and_32_event_nodes(api: FakeApiSe
                                                                   e2e: tuple[Plugin,
                                                                              TestKubelet],
                                                                   ) -> None:
-    # devices.txt, "Bluetooth adapters": the usbfs node, /dev/uinput and the 32 legacy event
+    # rules: bluetooth.deliveries. The usbfs node, /dev/uinput and the 32 legacy event
     # nodes by number. None of them exists on this machine (no USB, no uinput, no /dev/input):
     # the runtime creates them from the numbers (the CDI specification's minimally specified
-    # node). decisions.md, "Ownership and mode travel with the node": those the host lacks take
-    # the host's /dev/uinput's mode and owner (here a uinput of the plugin's /dev, 0660 :4243).
+    # node). Those the host lacks take the host's /dev/uinput's mode and owner (here a uinput
+    # of the plugin's /dev, 0660 :4243; rules: delivery.mode-and-owner).
     plugin, kubelet = e2e
     make_node(plugin.config.dev_dir, "uinput", (10, 223), 0o660, 4243)
     claim, cid = prepare_radio(api, machine.b, kubelet, interfaces=2)
@@ -295,7 +295,7 @@ def prepare_radio(api: FakeApiServer, b: SysfsBuilder, kubelet: TestKubelet, *,
 def test_bluetooth_claim_cannot_reach_the_built_in_keyboard(api: FakeApiServer, machine: Machine,
                                                             e2e: tuple[Plugin, TestKubelet]
                                                             ) -> None:
-    """decisions.md, "Bluetooth event numbers stay exclusive to their owners": the laptop's
+    """rules: bluetooth.event-numbers-exclusive. The laptop's
     i8042 keyboard holds 13:64; the Bluetooth claim's container has no event0, and the device
     cgroup refuses 13:64 even to a node its root makes itself, while a stated number is let
     through (this host has no input device at 13:65, so the kernel answers "no such device")."""

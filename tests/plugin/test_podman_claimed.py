@@ -1,6 +1,6 @@
 """With podman as the CDI consumer: a claimed USB interface keeps its shape while the pod's libusb
-program holds it and after the program exits, so the restarted container starts (decisions,
-"Delivery": "A claimed USB device keeps its shape until its claim ends").
+program holds it and after the program exits, so the restarted container starts
+(rules: usb.claimed-keeps-shape).
 
 The fixture tree is a Network UPS Tools set-up: a HID interface whose program detaches
 ``usbhid``. The inventory is the real one (``Sources.walk``, told the plugin's claims as the

@@ -114,7 +114,7 @@ def test_disk_that_now_backs_a_role_is_not_delivered(api: FakeApiServer, plugin:
                                                      kubelet: TestKubelet,
                                                      hardware: Hardware) -> None:
     # The claim was allocated from an older slice; the fresh walk (facts now name a partition
-    # of this disk as a storage role) no longer publishes the disk (devices.txt, storage).
+    # of this disk as a storage role) no longer publishes the disk (rules: delivery.fresh-walk).
     claim = new_claim(api, ["pci-0000-00-17-0"])
     hardware.unplug("pci-0000-00-17-0")
     out = kubelet.prepare([claim])[claim[1]]

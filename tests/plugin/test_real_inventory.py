@@ -2,7 +2,7 @@
 
 The fixture machine is built with tests/support/sysfs_builder.py and walked with the real
 ``Sources.walk``; each published device is claimed alone, and the claim's CDI spec must name
-exactly the nodes the inventory says a claim on it delivers (devices.txt, "What a claim delivers").
+exactly the nodes the inventory says a claim on it delivers (rules: delivery.nodes-only).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_every_published_device_prepares(api: FakeApiServer, make_plugin: Any,
     k.register()
     inv = fm.walk()
     kinds = {d.name: d.kind for d in inv.devices}
-    # The kinds the seed names, as the real inventory publishes them from this tree.
+    # The kinds docs/rules/ names, as the real inventory publishes them from this tree.
     for name in ("pci-0000-00-02-0", "pci-0000-00-02-0-display", "pci-0000-00-02-0-i2c-dev",
                  "pci-0000-00-1f-3", "usb-1-2-1-0", "usb-1-3", "usb-1-8-1-0",
                  "pci-0000-00-1e-0", "pci-0000-00-17-0", "usb-1-5-1-0"):
@@ -103,7 +103,7 @@ def test_every_published_device_prepares(api: FakeApiServer, make_plugin: Any,
 
 def test_bare_name_then_serio_entry(api: FakeApiServer, make_plugin: Any,
                                     fm: FixtureMachine) -> None:
-    """devices.txt, Serial-line adapters: a claim on the bare name gets the nonexistent node
+    """rules: serial.bare-name-claim. A claim on the bare name gets the nonexistent node
     once spec.serio reserves the line; -cec and -input are claimed instead."""
     plugin = make_plugin(walk=fm.walk, sysfs=fm.sources.sysfs)
     k = TestKubelet(plugin.config.registration_socket)
@@ -137,7 +137,7 @@ def test_bare_name_then_serio_entry(api: FakeApiServer, make_plugin: Any,
 def test_bluetooth_claim_states_only_numbers_no_other_device_holds(
         api: FakeApiServer, make_plugin: Any, fm: FixtureMachine,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """decisions.md, "Bluetooth event numbers stay exclusive to their owners": the sound card's
+    """rules: bluetooth.event-numbers-exclusive. The sound card's
     jacks and, once attached, the CEC remote hold event numbers of their own; the Bluetooth
     claim's spec leaves them out, each reconcile pass writes the current set, and ``claims``
     says which numbers and whose they are."""

@@ -1,4 +1,4 @@
-"""The reconcile pass and the health stream (devices.txt, "USB devices", "Serial-line adapters")."""
+"""The reconcile pass and the health stream (rules: delivery.reconcile, delivery.health)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_bare_name_reserved_by_serio_gets_the_nonexistent_node(api: FakeApiServe
                                                                kubelet: TestKubelet,
                                                                hardware: Hardware) -> None:
     # Before a spec.serio entry, the adapter's interface published under its bare name with the
-    # tty and the usbfs node; after it, only -cec and -input exist (devices.txt, Serial-line).
+    # tty and the usbfs node; after it, only -cec and -input exist (rules: serial.bare-name-claim).
     hardware.plug("usb-1-4-1-0", (DevNode("ttyACM0", "c", 166, 0),
                                   DevNode("bus/usb/001/007", "c", 189, 6)))
     claim = new_claim(api, ["usb-1-4-1-0"])
@@ -150,7 +150,7 @@ def test_health_stream_follows_presence(api: FakeApiServer, plugin: Plugin,
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 def test_reconcile_rewrites_when_the_host_nodes_mode_or_owner_changes(
         api: FakeApiServer, plugin: Plugin, kubelet: TestKubelet, hardware: Hardware) -> None:
-    """decisions.md, "Ownership and mode travel with the node": read whenever the spec is
+    """rules: delivery.mode-and-owner. Read whenever the spec is
     written, so a reconcile pass after the host node's mode or group changed writes them."""
     node = plugin.config.dev_dir / "ttyS1"
     node.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """The node agent's loop: the kernel's uevents in, a walk, then the slice, the plugin, the Machine.
 
-devices.txt ("What a node publishes", "Limits", "Hardware that is not published") and
-decisions.md ("Uevents", "Delivery"), as ``docs/agent.md`` describes them:
+The rules of docs/rules/ (what a node publishes, uevents, delivery, the Machine, limits), as
+``docs/agent.md`` describes them:
 
 * one process walks sysfs, publishes ``<node>-liken.sh``, serves the kubelet plugin and reports
   the Machine;
@@ -9,9 +9,9 @@ decisions.md ("Uevents", "Delivery"), as ``docs/agent.md`` describes them:
   seconds after its first; only a device arriving, leaving or changing its driver wakes a walk,
   and virtual network devices wake nothing (``uevent.wakes_walk``);
 * every walk takes the claims the plugin has prepared (the plugin's state): a claimed USB device
-  keeps its shape until its claim ends, and the 128 cap keeps what is claimed (decisions.md,
-  "Delivery" and "Which hardware is considered"); an unprepare that ends a claim wakes a walk,
-  so what the claim held is published as the kernel then shows it;
+  keeps its shape until its claim ends, and the 128 cap keeps what is claimed
+  (rules: usb.claimed-keeps-shape, limits.cap-keeps-claimed); an unprepare that ends a claim wakes a
+  walk, so what the claim held is published as the kernel then shows it;
 * after each walk: publish, the plugin's reconcile pass, the machine side (modules and serial
   lines, ``docs/machine.md``), then the Machine's status;
 * no polling loop: the thread sleeps in ``select`` on the uevent socket and a wake-up pipe, with a
@@ -535,7 +535,7 @@ class Agent:
         self._offline_status_write(inv, fragment)
 
     def _cap(self, inv: Inventory) -> None:
-        """devices.txt, "Limits": past 128 devices, print the count on the console, once."""
+        """Past 128 devices, print the count on the console, once (rules: limits.cap)."""
         self.metrics.overflow.set(len(inv.overflow))
         if not inv.overflow:
             self._overflow_said = None

@@ -1,15 +1,15 @@
 """The kernel's word: uevents from a NETLINK_KOBJECT_UEVENT socket, and when they wake a walk.
 
-devices.txt, "What a node publishes": the node walks again when the kernel sends a uevent for a
-device that arrives, leaves or changes its driver; it waits for one second with no further uevent
-(so the dozen uevents of one USB device make one walk), and the uevents of the virtual network
-devices that pods add and remove wake no walk. decisions.md, "Uevents": a walk starts after one
-second of quiet, and at the latest five seconds after the first uevent of a burst; uevents whose
+rules: uevents.actions, uevents.quiet-second, uevents.virtual-net. The node walks again when the
+kernel sends a uevent for a device that arrives, leaves or changes its driver; it waits for one
+second with no further uevent (so the dozen uevents of one USB device make one walk), and the
+uevents of the virtual network devices that pods add and remove wake no walk. A walk starts after
+one second of quiet, and at the latest five seconds after the first uevent of a burst; uevents whose
 path is under ``/devices/virtual/net/`` (the ``queues`` children included) wake nothing; and only
-the actions the seed names wake a walk: ``add``, ``remove``, ``bind``, ``unbind`` and ``move`` (a
-device arrives, leaves or changes its driver). ``change``, ``online`` and ``offline`` do not: a
-laptop's battery alone sends a ``change`` every minute, and a CPU going offline changes no
-hardware a pod can claim.
+the actions named here wake a walk: ``add``, ``remove``, ``bind``, ``unbind`` and ``move`` (a device
+arrives, leaves or changes its driver). ``change``, ``online`` and ``offline`` do not: a laptop's
+battery alone sends a ``change`` every minute, and a CPU going offline changes no hardware a pod can
+claim.
 
 The socket is the kernel's own multicast group 1 (the kernel's "kobject uevent" broadcast, no udev
 needed): any process may bind it, messages are ``ACTION@DEVPATH`` followed by NUL-separated
@@ -30,8 +30,8 @@ KERNEL_GROUP = 1  # the kernel's broadcast; udev's rebroadcast is group 2
 RCVBUF = 8 * 1024 * 1024  # a burst of thousands of uevents (a dock, a hub of disks) fits
 SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>; needs CAP_NET_ADMIN, else SO_RCVBUF is capped
 
-QUIET = 1.0  # seconds of no uevent before a walk (devices.txt)
-MAX_WAIT = 5.0  # a walk at the latest this long after a burst's first uevent (decisions.md)
+QUIET = 1.0  # seconds of no uevent before a walk (rules: uevents.quiet-second)
+MAX_WAIT = 5.0  # a walk at the latest this long after a burst's first uevent
 IGNORED_PREFIXES = ("/devices/virtual/net/",)
 
 
@@ -49,7 +49,7 @@ class Action(StrEnum):
     OVERRUN = "overrun"  # not the kernel's: the socket lost uevents, a walk is due
 
 
-# decisions.md, "Uevents": a device arrives, leaves, or changes its driver (or uevents were lost).
+# A device arrives, leaves, or changes its driver, or uevents were lost (rules: uevents.actions).
 WAKING_ACTIONS = frozenset({Action.ADD, Action.REMOVE, Action.BIND, Action.UNBIND, Action.MOVE,
                             Action.OVERRUN})
 

@@ -3,7 +3,7 @@
 ``build_inventory(snapshot, context)`` is a pure function from what a walk saw (and the facts,
 the Machine's spec and the module/ID catalogs) to the :class:`~.model.Inventory`: the slice's
 devices, what each delivers, an outcome for every considered piece of hardware, and the
-unclaimed hardware. Every rule cites ``devices.txt`` (the seed) or ``decisions.md``.
+unclaimed hardware. Every rule cites its statement in ``docs/rules/`` by the rule's id.
 """
 
 from .catalogs import Catalogs

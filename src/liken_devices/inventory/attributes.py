@@ -1,4 +1,4 @@
-"""Attributes (seed, "Attributes"; decisions, "Attributes").
+"""Attributes (rules: attributes.domain, attributes.set, attributes.name-from-catalogs).
 
 What a selector reads about a device: its bus and address, the driver, the PCI or USB class as a
 word and as a code, the IDs, the serial, a name from the ID catalogs or the descriptor strings,
@@ -35,7 +35,7 @@ USB_CLASSES = {
 def clean_string(raw: bytes | str | None) -> str | None:
     """A string attribute value: printable UTF-8, at most 64 bytes, never empty.
 
-    decisions "Attributes": bytes that are not printable UTF-8 are replaced, so a strange serial
+    rules: attributes.bounded. Bytes that are not printable UTF-8 are replaced, so a strange serial
     never breaks the slice; the cut falls on a UTF-8 boundary.
     """
     if raw is None:
@@ -199,6 +199,7 @@ class AttributeReader:
         if vendor and product:
             attrs["vendor"], attrs["product"] = vendor, product
             attrs["name"] = self.catalogs.pci.name(vendor, product) or f"{vendor}:{product}"
+        # Every device of a PCI function pairs across drivers (rules: attributes.address-pairs).
         attrs["resource.kubernetes.io/pciBusID"] = hw.address.lower()
         return dev.props.get("MODALIAS") or dev.attr("modalias")
 

@@ -1,14 +1,16 @@
 """What a Bluetooth adapter's claim delivers besides its usbfs node.
 
-Seed, "Bluetooth adapters": the adapter has no node of its own; its claim delivers /dev/uinput,
+rules: bluetooth.deliveries (origin: the "Bluetooth adapters" section of liken's devices page).
+
+The adapter has no node of its own; its claim delivers /dev/uinput,
 the 32 legacy input event nodes by number (character major 13, minors 64 to 95, at
 /dev/input/event0 to /dev/input/event31), and /dev/uhid on a machine whose ``spec.modules``
 declares ``uhid``. The event nodes are stated by number because a peripheral that connects over
 the air registers its node after the claim was prepared.
 
-decisions.md, "Bluetooth event numbers stay exclusive to their owners": those 32 numbers would
+rules: bluetooth.event-numbers-exclusive. Those 32 numbers would
 otherwise include the nodes of devices that are exclusive to someone else (a laptop's i8042
-keyboard, the power button, a sound card's jacks, a CEC remote: seed, "Sharing"), and a
+keyboard, the power button, a sound card's jacks, a CEC remote: rules: sharing.sound-card), and a
 Bluetooth claimant could read the built-in keyboard. So a number is left out when the walk finds
 its event node in the subtree of a bus or board device other than the adapter. Nodes under the
 adapter (a connected peripheral's input device sits below the adapter's hci) stay in. The set is

@@ -1,6 +1,6 @@
 """The module and hardware-ID catalogs: which modules could drive a modalias, and hardware names.
 
-decisions.md, "The facts, the Machine and the catalogs": ``modules.alias``, ``modules.builtin``
+rules: machine.catalogs, attributes.name-from-catalogs. ``modules.alias``, ``modules.builtin``
 and ``modules.dep`` from ``/lib/modules/$(uname -r)``; ``pci.ids`` and ``usb.ids`` from hwdata.
 A missing file is an empty catalog (the machine then names no candidates, and hardware keeps its
 ``vvvv:pppp`` name). An ID file may come from one of several directories, the first that holds a

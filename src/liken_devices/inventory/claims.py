@@ -3,13 +3,13 @@
 The node's agent and its kubelet plugin tell every walk which devices the prepared claims hold
 (:class:`~.model.Claimed`; offline commands know none). Two rules read them:
 
-* decisions.md, "Delivery": a claimed USB device keeps its shape until its claim ends. A libusb
-  program leaving the device (it exits, crashes or is restarted inside the running pod, so the
-  kernel shows an interface with no driver) changes nothing: the device does not publish whole,
+* rules: usb.claimed-keeps-shape. A claimed USB device keeps its shape until its claim ends. A
+  libusb program leaving the device (it exits, crashes or is restarted inside the running pod, so
+  the kernel shows an interface with no driver) changes nothing: the device does not publish whole,
   none of its interfaces returns to the slice, and the claim keeps the device's current usbfs
   node. A whole-device claim whose program holds an interface (``usbfs``) is in use, not absent.
   :mod:`.usb` asks here which interfaces a claim holds and records what it keeps.
-* decisions.md, "The 128 cap keeps what is claimed": past 128 devices (seed, "Limits"), the
+* rules: limits.cap-keeps-claimed. Past 128 devices (rules: limits.cap), the
   published ones are first every device a claim holds, then the rest in natural order of their
   names, so a hotplug never pushes a device out from under a running pod.
 """
@@ -24,8 +24,9 @@ from .limits import MAX_DEVICES
 from .model import Claimed, PublishedDevice
 from .names import device_name
 
-# The names a USB interface publishes as: bare, or one device per kind of node (decisions,
-# "Names": "-display", and "-" plus the subsystem for the GPU's and the serial line's devices).
+# The names a USB interface publishes as: bare, or one device per kind of node
+# (rules: names.suffix): "-display", and "-" plus the subsystem for the GPU's and the serial line's
+# devices.
 INTERFACE_SUFFIXES = ("", "-display", "-i2c-dev", "-drm-dp-aux-dev", "-cec", "-input")
 
 _DIGIT_RUNS = re.compile(r"(\d+)")
@@ -45,7 +46,7 @@ def claimed_interfaces(ifaces: Sequence[Hardware], claimed: Claimed) -> dict[str
 
 
 def holds_whole(usb: Hardware, claimed: Claimed) -> bool:
-    """Whether a claim holds the USB device whole (seed, "USB devices with no kernel driver")."""
+    """Whether a claim holds the USB device whole (rules: usb.whole-device)."""
     return bool(claimed) and device_name("usb", usb.address) in claimed
 
 

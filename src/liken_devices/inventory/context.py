@@ -1,8 +1,8 @@
 """Everything the policy reads besides sysfs, as plain values: facts, the Machine's spec, catalogs.
 
-decisions, "The facts, the Machine and the catalogs": storage roles come from init's facts tree
-(``storage/<role>/device``); the Machine gives ``spec.modules`` and ``spec.serio``; the module
-and ID catalogs name the hardware and the modules that could drive it. :class:`Context` holds
+rules: hardware.storage-role, machine.object, machine.catalogs. Storage roles come from init's
+facts tree (``storage/<role>/device``); the Machine gives ``spec.modules`` and ``spec.serio``; the
+module and ID catalogs name the hardware and the modules that could drive it. :class:`Context` holds
 them for one policy run; reading them from files is :mod:`.sources`' job, and checking a Machine
 document :mod:`.machinefile`'s.
 """

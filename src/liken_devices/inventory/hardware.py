@@ -1,6 +1,6 @@
 """The considered hardware and which of it owns each device node.
 
-decisions, "Which hardware is considered": every PCI function and USB interface, a USB device
+rules: hardware.considered, hardware.node-owner. Every PCI function and USB interface, a USB device
 (considered whole only when no interface has a driver), and the board devices (platform, ACPI,
 PNP) outside every PCI or USB device, the outermost bound one owning its subtree. Each device
 node belongs to the deepest PCI function or USB interface above it, else to that board device.
@@ -136,7 +136,7 @@ class HardwareTree:
 
 
 def placeholder_port(dev: SysDevice) -> bool:
-    """decisions "Placeholder serial ports": a ``ttyS*`` whose tty ``type`` is 0 has no UART
+    """rules: hardware.placeholder-serial. A ``ttyS*`` whose tty ``type`` is 0 has no UART
     behind it (the 8250 driver registers spare ports) and is no device's node. A port with no
     ``type`` file is taken as real."""
     if dev.subsystem != "tty" or not dev.name.startswith("ttyS"):

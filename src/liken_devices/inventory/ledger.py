@@ -70,8 +70,10 @@ class Ledger:
         return self.catalog_error
 
     def add_unclaimed(self, hw: Hardware) -> None:
-        """Hardware no driver drives, with the modules that could (seed, "Hardware that is not
-        published")."""
+        """Hardware no driver drives, with the modules that could.
+
+        rules: machine.unclaimed, hardware.driver-bound
+        """
         attrs = self.attributes(hw)
         modalias, candidates = self.kernel_modules(hw)
         label = f"{hw.bus} {hw.address}"

@@ -9,15 +9,15 @@ validator, the publisher, the plugin, the agent, the commands), so the number in
 
 from __future__ import annotations
 
-DRIVER = "liken.sh"  # seed, "The driver"
-MAX_DEVICES = 128  # seed, "Limits": one slice per node, at most 128 devices
+DRIVER = "liken.sh"  # rules: limits.one-slice
+MAX_DEVICES = 128  # one slice per node, at most 128 devices (rules: limits.cap)
 DNS_LABEL_MAX = 63  # a DNS label: a device name, a driver's or an attribute domain's part
-NAME_MAX = DNS_LABEL_MAX  # decisions, "Names": a name stops at 63 characters
-VALUE_MAX = 64  # decisions, "Attributes": bytes in a string attribute value
-MAX_ATTRIBUTES = 32  # decisions, "Attributes": attributes (and capacities) per device
+NAME_MAX = DNS_LABEL_MAX  # a name stops at 63 characters (rules: names.cut)
+VALUE_MAX = 64  # bytes in a string attribute value (rules: attributes.bounded)
+MAX_ATTRIBUTES = 32  # attributes (and capacities) per device (rules: attributes.bounded)
 
 
 def slice_name(node: str, driver: str = DRIVER) -> str:
-    """A node's one ResourceSlice of ``driver`` (seed, "What a node publishes"):
+    """A node's one ResourceSlice of ``driver`` (rules: limits.one-slice):
     ``<node>-<driver>``, ``<node>-liken.sh`` for this driver."""
     return f"{node}-{driver}"

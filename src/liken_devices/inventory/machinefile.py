@@ -1,6 +1,6 @@
 """A Machine's spec, from a Machine object or a ``--machine FILE``, checked before it is used.
 
-decisions.md, "The facts, the Machine and the catalogs": the Machine gives ``spec.modules`` (module
+rules: machine.object. The Machine gives ``spec.modules`` (module
 names) and ``spec.serio`` (``protocol``, ``vendor``, ``product``, optional ``serial``). A file
 is YAML written by hand, so it is hostile until parsed (docs/inventory.md, "Bad input"):
 

@@ -20,9 +20,8 @@ from .limits import MAX_DEVICES
 AttrValue = bool | str
 
 class Reason(StrEnum):
-    """Why a considered piece of hardware is not published (devices.txt: What a node publishes,
-    Limits, USB devices; decisions.md: Which hardware is considered). A member is its words, as
-    ``explain`` shows them."""
+    """Why a considered piece of hardware is not published (the rules of docs/rules/hardware.md,
+    usb.md and limits.md). A member is its words, as ``explain`` shows them."""
 
     NO_DRIVER = "no driver"
     NO_NODE = "no device node"
@@ -70,8 +69,10 @@ class Facts(NamedTuple):
 
 
 class LeftOut(NamedTuple):
-    """A node a claim would state but does not, because it is another device's (decisions.md,
-    "Bluetooth event numbers stay exclusive to their owners")."""
+    """A node a claim would state but does not, because it is another device's.
+
+    rules: bluetooth.event-numbers-exclusive
+    """
 
     node: DevNode  # as the claim would state it: /dev/input/eventN, 13:(64 + N)
     host_name: str  # the host's node at those numbers, relative to /dev ("input/event3")
@@ -91,8 +92,8 @@ class Claimed:
 
     Only the node's agent and its kubelet plugin know them (the plugin's state); offline commands
     pass none, so ``scan`` may differ from the agent's slice while such a claim is held. Two rules
-    read them: a claimed USB device keeps its shape until its claim ends (decisions, "Delivery"),
-    and the 128 cap keeps what is claimed (decisions, "Which hardware is considered").
+    read them: a claimed USB device keeps its shape until its claim ends, and the 128 cap keeps
+    what is claimed (rules: usb.claimed-keeps-shape, limits.cap-keeps-claimed).
     """
 
     __slots__ = ("names", "preparing")
@@ -191,9 +192,10 @@ class Inventory(NamedTuple):
     overflow: tuple[str, ...] = ()  # names dropped past the cap
     facts: Facts = Facts(frozenset())
     # Present hardware that is not in the slice only because it is in use: a libusb program
-    # holds its interface (seed, "USB devices"), or a claim prepared on this node holds the
-    # device and keeps its shape (decisions, "Delivery"). Name -> the nodes its claim keeps
-    # (the device's current usbfs node). The plugin resolves these as present, not absent.
+    # holds its interface (rules: usb.held-by-program), or a claim prepared on this node holds
+    # the device and keeps its shape (rules: usb.claimed-keeps-shape). Name -> the nodes its
+    # claim keeps (the device's current usbfs node). The plugin resolves these as present, not
+    # absent.
     held: Mapping[str, tuple[DevNode, ...]] = MappingProxyType({})
     # Why the module catalog could not be read (no module can be named for unclaimed hardware).
     catalog_error: str | None = None

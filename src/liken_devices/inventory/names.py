@@ -1,4 +1,4 @@
-"""Device names (seed, "Device names"; decisions, "Names").
+"""Device names (rules: names.form, names.suffix, names.cut, names.collision, names.slot-not-unit).
 
 A name is the bus and the address, lowercased, punctuation as dashes, cut to a DNS label; an
 extra device of the same hardware carries a suffix. Two names that collide after the cut are
@@ -17,13 +17,13 @@ _NON_NAME = re.compile(r"[^a-z0-9]+")
 
 
 def name_part(address: str) -> str:
-    """decisions "Names": lowercase, every run outside [a-z0-9] becomes one ``-``, trimmed."""
+    """rules: names.form. Lowercase, every run outside [a-z0-9] becomes one ``-``, trimmed."""
     return _NON_NAME.sub("-", address.lower()).strip("-")
 
 
 @lru_cache(maxsize=8192)
 def device_name(bus: str, address: str, suffix: str = "", *, hashed: bool = False) -> str:
-    """``<bus>-<address><suffix>`` cut to 63 characters, the base cut first (decisions "Names")."""
+    """``<bus>-<address><suffix>`` cut to 63 characters, the base cut first (rules: names.cut)."""
     base = f"{bus}-{name_part(address)}"
     room = NAME_MAX - len(suffix)
     base = base[:room].rstrip("-")
@@ -39,7 +39,7 @@ def device_name(bus: str, address: str, suffix: str = "", *, hashed: bool = Fals
 
 
 def unique_names(wanted: Iterable[tuple[str, str, str]]) -> list[str]:
-    """The names of ``(bus, address, suffix)`` in the order given (decisions "Names").
+    """The names of ``(bus, address, suffix)`` in the order given (rules: names.collision).
 
     The caller orders by sysfs path: a name already taken after the cut goes to the earlier
     one, and the later one takes the hashed form.

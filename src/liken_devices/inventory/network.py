@@ -1,15 +1,15 @@
 """Network cards and USB host controllers: hardware whose nodes serve the host, not a pod.
 
-Seed, "What a node publishes": "A network card is hardware, but it has nothing to give a pod, so
-it never appears." A card carries some nodes for the host's own network (decisions, "Network
-cards never appear"): its PTP hardware clocks (the machine's time may be disciplined by them)
-and its RDMA nodes (verbs on the host's link bypass the network's policy). In a card's subtree
-those are never delivered, so a card has nothing left. Other nodes beside a network interface,
-such as a modem's control port (``cdc-wdm``, ``wwan``), are delivered as usual.
+rules: hardware.network-cards. A network card has nothing to give a pod, so it never appears. A
+card carries some nodes for the host's own network: its PTP hardware clocks (the machine's time
+may be disciplined by them) and its RDMA nodes (verbs on the host's link bypass the network's
+policy). In a card's subtree those are never delivered, so a card has nothing left. Other nodes
+beside a network interface, such as a modem's control port (``cdc-wdm``, ``wwan``), are delivered as
+usual.
 
-USB host controllers are the USB core's own devices (decisions, "Which hardware is
-considered"), and their ``usbmon`` nodes read every packet on the bus: keystrokes, security
-keys, disks. No device delivers a ``usbmon`` node.
+USB host controllers are the USB core's own devices (rules: hardware.bus-structure), and their
+``usbmon`` nodes read every packet on the bus: keystrokes, security keys, disks. No device delivers
+a ``usbmon`` node.
 """
 
 from __future__ import annotations

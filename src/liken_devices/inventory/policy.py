@@ -1,10 +1,9 @@
-"""The policy: from a snapshot of sysfs to the devices a node publishes (seed, "What a node
-publishes").
+"""The policy: from a snapshot of sysfs to the devices a node publishes (docs/rules/).
 
 ``build_inventory(snapshot, context)`` finds the considered hardware (:mod:`.hardware`), decides
-each piece by the rules of its seed section (PCI functions and board devices here, USB devices in
+each piece by the rules of its topic (PCI functions and board devices here, USB devices in
 :mod:`.usb`, the nodes of one piece in :mod:`.publish`, with :mod:`.reserved` and
-:mod:`.sharing`), names the devices (:mod:`.names`) and applies the cap (seed, "Limits"): at most
+:mod:`.sharing`), names the devices (:mod:`.names`) and applies the cap (rules: limits.cap): at most
 128 devices, the rest dropped and counted. The claims prepared on this node (``claimed``) keep a
 claimed USB device's shape and are kept first under the cap (:mod:`.claims`).
 """
@@ -26,7 +25,7 @@ from .usb import UsbRules, serial_lines
 
 __all__ = ["MAX_DEVICES", "build_inventory"]
 
-# Every PCI bridge is bus structure (decisions "Which hardware is considered"): host, ISA/LPC,
+# Every PCI bridge is bus structure (rules: hardware.bus-structure): host, ISA/LPC,
 # PCI-to-PCI, CardBus and other bridges, the base class 0x06.
 PCI_BRIDGE_BASE_CLASS = 0x06
 
@@ -71,15 +70,14 @@ def _decide_pci(hw: Hardware, publisher: NodePublisher) -> None:
 
 
 def _decide_board(hw: Hardware, publisher: NodePublisher) -> None:
-    # A board device is considered when it owns a device node (seed "What a node
-    # publishes"); the hundreds of firmware-described devices without one are not.
+    # A board device is considered when it owns a device node (rules: hardware.considered);
+    # the hundreds of firmware-described devices without one are not.
     if hw.nodes:
         publisher.if_driven(hw)
 
 
 def _finish(ledger: Ledger, ctx: Context, claimed: Claimed) -> Inventory:
-    """Unique names, then the cap (seed "Limits"; decisions "The 128 cap keeps what is
-    claimed")."""
+    """Unique names, then the cap (rules: limits.cap, limits.cap-keeps-claimed)."""
     ordered = sorted(ledger.candidates, key=lambda c: (c.hw.path, c.suffix))
     names = unique_names((c.hw.bus, c.hw.address, c.suffix) for c in ordered)
     published: list[PublishedDevice] = []

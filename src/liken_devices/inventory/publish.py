@@ -1,9 +1,11 @@
-"""Conditions 1 to 3 of seed, "What a node publishes", for one piece of hardware.
+"""Conditions 1 to 3 of what a node publishes, for one piece of hardware.
+
+rules: hardware.driver-bound, hardware.has-nodes, hardware.storage-role.
 
 A driver is bound (else the hardware is unclaimed), a claim on it supplies nodes (after the
 reserved ones are dropped and framebuffers withheld), and the machine does not depend on it (no
 disk backing a storage role; no disk at all while the facts cannot be read). What passes is
-split by kind of node (seed, "Sharing") into candidates of the slice.
+split by kind of node (rules: sharing.one-device-per-kind) into candidates of the slice.
 """
 
 from __future__ import annotations
@@ -46,12 +48,12 @@ class NodePublisher:
         for n in hw.nodes:
             assert n.node is not None
             if any(n.path.startswith(b + "/") for b in self.bluetooth):
-                continue  # seed "Bluetooth adapters": the walk stops at a bluetooth subtree
+                continue  # the walk stops at a bluetooth subtree (rules: bluetooth.walk-stops)
             why = reserved_kind(n.node, self.console, serio_ttys)
             if why:
                 reserved.append(f"{n.node.path} ({why})")
             elif n.subsystem == "graphics":
-                withheld.append("a framebuffer")  # seed "Sharing": never delivered
+                withheld.append("a framebuffer")  # never delivered (rules: sharing.framebuffers)
             elif n.subsystem in NEVER_DELIVERED_CLASSES:
                 withheld.append("a usbmon node")  # it reads every packet on a USB bus
             elif card and host_network_node(n):
@@ -77,7 +79,11 @@ class NodePublisher:
 
     def nodes(self, hw: Hardware, *, usbfs: DevNode | None = None,
               serio_ttys: frozenset[str] = frozenset()) -> None:
-        """Conditions 2 and 3, then one candidate per kind of node."""
+        """Conditions 2 and 3, then one candidate per kind of node, each with the usbfs node of
+        an interface's USB device; usbfs alone keeps nothing in the slice.
+
+        rules: usb.usbfs-per-interface, usb.usbfs-alone
+        """
         if self.machine_holds_disk(hw):
             return
         keep, reserved, withheld = self.deliverable(hw, serio_ttys)
@@ -90,8 +96,9 @@ class NodePublisher:
         for s in split(keep, serial_line):
             attrs = dict(base)
             attrs.update(s.extra)
-            # The shared render half delivers its render node only (seed "Sharing"): usbfs has
-            # no arbitration contract, so it never reaches a device several claims hold.
+            # The shared render half delivers its render node only: usbfs has no arbitration
+            # contract, so it never reaches a device several claims hold.
+            # rules: sharing.usb-render-no-usbfs
             extra_usbfs = (usbfs,) if usbfs is not None and not s.shareable else ()
             self.ledger.candidate(hw, s.suffix, s.kind, tuple(s.nodes) + extra_usbfs, attrs,
                                   s.shareable)

@@ -42,6 +42,8 @@ def role_partitions(devs: Mapping[str, SysDevice], facts: Facts) -> frozenset[st
     """Block device names that back a storage role, following dm/md slaves down.
 
     None when the facts cannot be read: then no block device may be published.
+
+    rules: hardware.storage-role, hardware.facts-fail-closed
     """
     parts = facts.role_partitions
     if parts is None:
@@ -61,6 +63,8 @@ def role_partitions(devs: Mapping[str, SysDevice], facts: Facts) -> frozenset[st
     return frozenset(found)
 
 
+# The console, rtc0, the TPM and a serio-attached tty are kept from every claim by
+# reserved_kind (rules: hardware.reserved-nodes).
 def backing(nodes: list[SysDevice], roles: frozenset[str]) -> list[str]:
     """The block nodes among ``nodes`` that back a storage role, sorted."""
     return sorted(n.node.name for n in nodes

@@ -1,4 +1,4 @@
-"""Sharing (seed, "Sharing"; decisions, "GPU split").
+"""Sharing (rules: sharing.one-device-per-kind, sharing.gpu-split, sharing.render-shared).
 
 A device's subtree may deliver nodes of several kinds: one device is published per kind, a GPU
 splits into its render node (the one shareable device), its card node (``-display``), its i2c
@@ -26,13 +26,17 @@ class Split(NamedTuple):
 
 
 def split(nodes: list[SysDevice], serial_line: bool) -> list[Split]:
-    """seed "Sharing": one device per kind of node; a GPU splits; an unknown mix stays whole."""
+    """One device per kind of node; a GPU splits; an unknown mix stays whole.
+
+    rules: sharing.one-device-per-kind, sharing.gpu-split, sharing.display-only
+    rules: sharing.unknown-mix
+    """
     kinds: dict[str, list[DevNode]] = {}
     for n in sorted(nodes, key=lambda d: d.node or DevNode("", "c", 0, 0)):
         assert n.node is not None
         kinds.setdefault(node_kind(n), []).append(n.node)
     if serial_line:
-        # seed "Serial-line adapters": the CEC bus and the remote, never the bare name.
+        # The CEC bus and the remote, never the bare name (rules: serial.cec-and-input).
         return [Split("-" + kind.replace("_", "-"), kind, ns, {"subsystem": kind}, False)
                 for kind, ns in sorted(kinds.items())]
     if {"render", "card", "drm"} & kinds.keys():
@@ -53,6 +57,7 @@ def _gpu(kinds: dict[str, list[DevNode]]) -> list[Split]:
     out: list[Split] = []
     if "render" in kinds:
         # The driver arbitrates between clients of a render node: the one shared device.
+        # rules: attributes.gpu-halves (renderNode, displayNode), sharing.render-shared
         out.append(Split("", "render", kinds["render"],
                          {"subsystem": "drm", "renderNode": True}, True))
     if "card" in kinds:
@@ -67,9 +72,12 @@ def _gpu(kinds: dict[str, list[DevNode]]) -> list[Split]:
 
 
 def node_kind(dev: SysDevice) -> str:
-    """The kind of a node for splitting: its subsystem, with the seed's two refinements."""
+    """The kind of a node for splitting: its subsystem, with two refinements.
+
+    rules: attributes.subsystem
+    """
     if dev.subsystem == "sound" or "/sound/card" in dev.path:
-        return "sound"  # a sound card's jack inputs are part of the card (seed "Sharing")
+        return "sound"  # its jack inputs are part of the card (rules: sharing.sound-card)
     if dev.subsystem == "drm" and dev.node is not None:
         base = dev.node.name.rsplit("/", 1)[-1]
         if base.startswith("renderD"):

@@ -41,7 +41,7 @@ NO_FACTS = ("no facts were given for this machine (another machine's facts are i
 def read_facts(root: Path | None) -> Facts:
     """Storage roles from init's facts tree; unreadable facts mean no disk is offered.
 
-    decisions, "Facts fail closed": readable only when ``storage/`` is a directory that can be
+    rules: hardware.facts-fail-closed. Readable only when ``storage/`` is a directory that can be
     listed, every entry in it is a directory whose ``device`` file reads as a non-empty kernel
     partition name, and nothing on the way is a dangling or looping link. A facts root with no
     ``storage/`` at all means "no roles". ``None``: another machine's walk given no facts.

@@ -1,12 +1,11 @@
-"""USB devices (seed, "USB devices", "USB devices with no kernel driver", "Bluetooth adapters",
-"Serial-line adapters").
+"""USB devices (docs/rules/usb.md, bluetooth.md and serial.md).
 
-A USB device's driven interfaces publish as their own devices, each with the device's usbfs
-node; a device with no driver on any interface publishes whole for libusb; an interface a
-program holds through usbfs leaves the slice; a Bluetooth radio publishes one device with a
-fixed set of nodes; the serial line a ``spec.serio`` entry names publishes ``-cec`` and
-``-input`` and never its tty or the usbfs node. Hubs and root hubs are bus structure. A device
-a claim prepared on this node holds keeps its shape until the claim ends (:mod:`.claims`).
+A USB device's driven interfaces publish as their own devices, each with the device's usbfs node
+(rules: usb.usbfs-per-interface); a device with no driver on any interface publishes whole for
+libusb; an interface a program holds through usbfs leaves the slice; a Bluetooth radio publishes one
+device with a fixed set of nodes; the serial line a ``spec.serio`` entry names publishes ``-cec``
+and ``-input`` and never its tty or the usbfs node. Hubs and root hubs are bus structure. A device a
+claim prepared on this node holds keeps its shape until the claim ends (:mod:`.claims`).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ def serio_entry_matches(entry: SerioEntry, usb: SysDevice) -> bool:
     """Whether a ``spec.serio`` entry names the USB device ``usb``: the one rule for both the
     policy (which withholds the tty) and the machine side (which attaches the line).
 
-    decisions, "One rule names a serial line": vendor and product are equal and, when the entry
+    rules: serial.one-matching-rule. Vendor and product are equal and, when the entry
     has a serial, it equals the device's full serial or the published (cut) ``serial``
     attribute, so an operator may copy either into the entry.
     """
@@ -47,7 +46,8 @@ def serio_entry_matches(entry: SerioEntry, usb: SysDevice) -> bool:
 
 
 class SerialLines(NamedTuple):
-    """The USB devices that a ``spec.serio`` entry names, and the ttyACM nodes they hold."""
+    """The USB devices that a ``spec.serio`` entry names, and the ttyACM nodes they hold, which
+    are never published (rules: serial.tty-withheld)."""
 
     adapters: frozenset[str]  # sysfs paths of the USB devices
     ttys: frozenset[str]  # node names ("ttyACM0")
@@ -84,9 +84,10 @@ class UsbRules:
         ifaces = self.tree.interfaces(hw.path)
         if self._bus_structure(hw, ifaces):
             return
-        # No usbfs for a USB device the machine depends on (decisions, "Which hardware is
-        # considered"): usbfs has no interface boundary, so through a sibling's claim a pod
-        # could detach usb-storage from the system disk or reset the device under the console.
+        # No usbfs for a USB device the machine depends on
+        # (rules: usb.machine-depends, serial.no-usbfs): usbfs has no interface boundary, so through
+        # a sibling's claim a pod could detach usb-storage from the system disk or reset the device
+        # under the console.
         depends = self.machine_depends(hw, ifaces)
         usbfs = None if depends else hw.dev.node
         if self._held_whole(hw, ifaces, usbfs):
@@ -100,7 +101,8 @@ class UsbRules:
             if radio is not None and i is not radio and i.dev.driver == "btusb":
                 self.ledger.outcome(i, Reason.FOLDED, f"another btusb interface of {radio.address}")
             elif i is radio:
-                # The adapter: its USB device and every btusb interface of it.
+                # The adapter: its USB device and every btusb interface of it, one device
+                # (rules: bluetooth.one-device).
                 self._bluetooth(i, usbfs, {hw.path, *(x.path for x in ifaces
                                                       if x.dev.driver == "btusb")})
             elif i.path in kept and not i.dev.driver:
@@ -116,8 +118,7 @@ class UsbRules:
                                 "program lets go")
 
     def _bus_structure(self, hw: Hardware, ifaces: list[Hardware]) -> bool:
-        """Hubs and root hubs are what peripherals attach to (decisions "Which hardware is
-        considered")."""
+        """Hubs and root hubs are what peripherals attach to (rules: hardware.bus-structure)."""
         is_root = hw.dev.name.startswith("usb")
         if not (is_root or usb_device_class(hw.dev) == USB_HUB_CLASS or any(
                 usb_interface_class(i.dev) == int(USB_HUB_CLASS, 16) for i in ifaces)):
@@ -133,7 +134,7 @@ class UsbRules:
         """Why the machine depends on the USB device ``hw`` (its usbfs node is then delivered
         by no claim), or None: an interface holds a partition backing a storage role (any block
         device while the facts are unreadable) or the console, or a ``spec.serio`` entry names
-        it (seed, "Serial-line adapters")."""
+        it (rules: usb.machine-depends, serial.no-usbfs)."""
         if hw.path in self.serial.adapters:
             return "a spec.serio entry names it"
         roles = self.publisher.roles
@@ -146,7 +147,7 @@ class UsbRules:
         return None
 
     def _whole(self, hw: Hardware, ifaces: list[Hardware], depends: str | None) -> None:
-        """seed "USB devices with no kernel driver": published whole, usbfs only, exclusive."""
+        """Published whole, usbfs only, exclusive (rules: usb.whole-device)."""
         name = device_name("usb", hw.address)
         usbfs = hw.dev.node
         if depends:
@@ -165,7 +166,7 @@ class UsbRules:
             self.ledger.candidate(hw, "", "usb-whole", (usbfs,), attrs, False)
             self.ledger.outcome(hw, None, "no driver on any interface: published whole for "
                                 "libusb" + self._kernel_instead(ifaces), [name])
-        # decisions, "Unclaimed means unpublished": a device published whole is neither in the
+        # rules: usb.unclaimed-means-unpublished. A device published whole is neither in the
         # Machine's unclaimed list nor in the report's commented modules.
         for i in ifaces:
             self.ledger.outcome(i, Reason.FOLDED, f"interface of {name}, published whole"
@@ -180,12 +181,12 @@ class UsbRules:
                 f"replaces the whole device with its driven interface, and ends libusb use)")
 
     def _held_whole(self, hw: Hardware, ifaces: list[Hardware], usbfs: DevNode | None) -> bool:
-        """decisions "Delivery": a device a claim holds whole stays whole until the claim ends.
+        """A device a claim holds whole stays whole until the claim ends.
 
         While no interface has a driver it publishes whole as usual (False: not decided here).
         While a program holds an interface (``usbfs``), or anything binds one, it is in use, not
-        absent: it is out of the slice (seed "USB devices with no kernel driver"), none of its
-        interfaces publishes, and the claim keeps the device's current usbfs node.
+        absent: it is out of the slice, none of its interfaces publishes, and the claim keeps the
+        device's current usbfs node (rules: usb.claimed-keeps-shape, usb.held-by-program).
         """
         if not holds_whole(hw, self.claimed) or not any(i.dev.driver for i in ifaces):
             return False
@@ -202,8 +203,9 @@ class UsbRules:
         return True
 
     def _held_interface(self, hw: Hardware, usbfs: DevNode | None, names: list[str]) -> None:
-        """decisions "Delivery": a claimed interface its program left (no driver) keeps its
-        shape: not published, the device not whole, the claim keeps the current usbfs node."""
+        """A claimed interface its program left (no driver) keeps its shape: not published, the
+        device not whole, the claim keeps the current usbfs node (rules: usb.claimed-keeps-shape).
+        """
         self.ledger.outcome(hw, Reason.HELD_BY_CLAIM,
                             "no driver (its program left it); a claim holds it, so it keeps "
                             "its shape until the claim ends")
@@ -218,8 +220,8 @@ class UsbRules:
             self.ledger.outcome(hw, Reason.NO_DRIVER)
             self.ledger.add_unclaimed(hw)
         elif hw.dev.driver == "usbfs":
-            # A libusb program detached the kernel driver and holds the interface (seed "USB
-            # devices"): it leaves the slice, but its claim keeps the usbfs node (unless the
+            # A libusb program detached the kernel driver and holds it (rules: usb.held-by-program):
+            # it leaves the slice, but its claim keeps the usbfs node (unless the
             # machine depends on the device: then the claim's node is absent).
             self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM, "until the program lets go")
             if usbfs is not None:
@@ -244,7 +246,7 @@ class UsbRules:
         return self._adapters
 
     def _bluetooth(self, hw: Hardware, usbfs: DevNode | None, adapter: set[str]) -> None:
-        """seed "Bluetooth adapters": usbfs, uinput, the legacy event nodes, uhid if declared;
+        """rules: bluetooth.deliveries. usbfs, uinput, the legacy event nodes, uhid if declared;
         the event numbers whose nodes other devices hold are left out (``bluetooth``).
 
         The walk stops at the bluetooth subtree: a connected peripheral's hidraw node under the

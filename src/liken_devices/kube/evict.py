@@ -1,6 +1,6 @@
 """A pod asking the API server to evict itself, through the Eviction API.
 
-decisions.md, "The media agent": a render node that liken publishes after the media agent's pod
+rules: media.missing-render-node. A render node that liken publishes after the media agent's pod
 was created is not in that pod's claim; the agent evicts its own pod so the DaemonSet's next pod
 gets a claim that includes the node. An eviction (``POST .../pods/<name>/eviction``, a
 ``policy/v1`` Eviction) rather than a delete, because an eviction honours a PodDisruptionBudget:

@@ -1,15 +1,14 @@
 """The node's Machine: its spec read, its status written.
 
-decisions.md, "The facts, the Machine and the catalogs": the Machine (``liken.sh/v1alpha1``,
-cluster-scoped, named after the node) gives ``spec.modules`` and ``spec.serio``; its status lists
-``hardware.unclaimed`` (devices.txt, "Hardware that is not published": hardware no driver drives,
-with the modules that could) and the ``FactsPublished`` condition (True/``FactsRead``, or
-False/``FactsUnreadable`` with the error, when the facts could not be read and no disk is
-offered). The machine side adds ``modules``, ``serio`` and its own conditions (a fragment merged
-in here), and the agent adds ``SharingAvailable`` once the API server showed whether it keeps
-``allowMultipleAllocations`` (docs/agent.md, "The Machine"). The status goes through the status
-subresource and is written only when it changes; a condition keeps its ``lastTransitionTime``
-while its status stays the same.
+rules: machine.object, machine.unclaimed, machine.facts-condition. The Machine
+(``liken.sh/v1alpha1``, cluster-scoped, named after the node) gives ``spec.modules`` and
+``spec.serio``; its status lists ``hardware.unclaimed`` (hardware no driver drives, with the modules
+that could) and the ``FactsPublished`` condition (True/``FactsRead``, or False/``FactsUnreadable``
+with the error, when the facts could not be read and no disk is offered). The machine side adds
+``modules``, ``serio`` and its own conditions (a fragment merged in here), and the agent adds
+``SharingAvailable`` once the API server showed whether it keeps ``allowMultipleAllocations``
+(docs/agent.md, "The Machine"). The status goes through the status subresource and is written only
+when it changes; a condition keeps its ``lastTransitionTime`` while its status stays the same.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Keeping ``<node>-liken.sh`` equal to what the last walk found.
 
-devices.txt, "What a node publishes" and "Limits": each node publishes one ResourceSlice named
+rules: limits.one-slice, limits.cap. Each node publishes one ResourceSlice named
 ``<node>-liken.sh`` with at most 128 devices. How it is written (docs/agent.md, "Publishing"):
 
 * server-side apply with our field manager, forced, carrying the resourceVersion we read, so

@@ -2,7 +2,7 @@
 
 The slice must come back when someone deletes it (the kubelet deletes every slice of its node
 when it starts, KEP-4381), and the Machine's spec.modules/spec.serio must take effect at
-the next pass (devices.txt, "Hardware that is not published"). Both are learnt from watches,
+the next pass (rules: machine.declare-module). Both are learnt from watches,
 not by polling: a thread blocks on the watch stream (no CPU while nothing happens) and calls
 ``on_event``. Each (re)connection lists first and watches from the list's resourceVersion, and
 reports ``("RESYNC", None)`` so the owner reads the object afresh: what changed while the watch

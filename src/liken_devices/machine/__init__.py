@@ -1,9 +1,9 @@
 """The machine side: the kernel modules a Machine declares, and the serial lines it attaches.
 
-devices.txt, "Hardware that is not published": declaring a module in ``spec.modules`` is the one
-step that moves hardware from the unclaimed report into the slice, so the node loads it.
-"Serial-line adapters": a ``spec.serio`` entry attaches a USB-CEC adapter's tty to the kernel's
-serio layer, and the machine holds that attachment for the life of the boot.
+Declaring a module in ``spec.modules`` is the one step that moves hardware from the unclaimed report
+into the slice, so the node loads it (rules: machine.declare-module). A ``spec.serio`` entry
+attaches a USB-CEC adapter's tty to the kernel's serio layer, and the machine holds that attachment
+for the life of the boot (rules: serial.attach).
 
 :class:`~.side.MachineSide` is the one object the agent embeds. This package's ``__init__``
 imports nothing heavy, because the serio line holder (:mod:`.holder`) runs as

@@ -1,8 +1,8 @@
 """Loading the modules a Machine declares in ``spec.modules``, and saying what became of each.
 
-devices.txt, "Hardware that is not published": declaring a module is the only step that moves
-hardware from the unclaimed report into the slice; "What a node publishes", condition 1: hardware
-with no driver bound supplies nothing. The outcomes (docs/machine.md): a name built into the kernel
+rules: machine.declare-module, hardware.driver-bound. Declaring a module is the only step that
+moves hardware from the unclaimed report into the slice, and hardware with no driver bound
+supplies nothing. The outcomes (docs/machine.md): a name built into the kernel
 is ``Builtin``; one the machine does not carry is ``Missing``; otherwise it is loaded with what it
 depends on through the system's module tooling (modprobe) and is ``Loaded``, or ``Failed`` with
 the kernel's error. Removing a name needs a reboot: nothing is ever unloaded.

@@ -1,10 +1,10 @@
 """Attaching the serial lines that ``spec.serio`` declares to the kernel's serio layer.
 
-devices.txt, "Serial-line adapters": a USB-CEC adapter's driver (pulse8_cec, rainshadow_cec)
+rules: serial.attach. A USB-CEC adapter's driver (pulse8_cec, rainshadow_cec)
 binds to a serio port that exists only while a program keeps the adapter's tty attached; on
 liken a ``spec.serio`` entry declares the attachment and the machine holds it for the life of
-the boot. decisions.md, "Machine": every ``ttyACM*`` whose USB device has the entry's vendor and
-product (and serial, when given) is attached.
+the boot. Every ``ttyACM*`` whose USB device has the entry's vendor and product (and serial, when
+given) is attached, by the same function the policy asks (rules: serial.one-matching-rule).
 
 The steps, as inputattach takes them for ``--pulse8-cec`` and ``--rainshadow-cec`` (facts from
 linuxconsoletools and the kernel's uapi headers):
@@ -408,7 +408,7 @@ class SerioManager:
             ops.set_blocking(fd)
             step = f"TIOCEXCL on {path}"
             # No other open of the tty while it is attached (CAP_SYS_ADMIN excepted): a second
-            # writer or a new line discipline would end the attachment (devices.txt).
+            # writer or a new line discipline would end the attachment (rules: serial.tty-withheld).
             ops.ioctl(fd, TIOCEXCL, b"")
             exclusive = True
             step = f"switch {path} to the serio line discipline (TIOCSETD N_MOUSE)"

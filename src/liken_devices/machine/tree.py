@@ -1,6 +1,6 @@
 """A kernel's module tree as far as deciding about ``spec.modules`` needs it.
 
-decisions.md, "The facts, the Machine and the catalogs": the catalogs are ``modules.dep``,
+rules: machine.catalogs. The catalogs are ``modules.dep``,
 ``modules.builtin`` and ``modules.alias`` of ``/lib/modules/$(uname -r)`` (an option, so tests
 pass their own tree). From them the machine side decides, before it asks the module tooling to
 do anything, whether a declared name is built into the kernel, carried as a loadable module (and

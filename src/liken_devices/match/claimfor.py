@@ -1,20 +1,22 @@
 """``claim-for``: from one published device to a DeviceClass and a claim that select it.
 
-A device's name is its slot (seed, "Device names": the bus and the address), and a USB device's
-address is the port path it was plugged into, so a claim that names it breaks when the stick
-moves to another port, and the usbfs number changes at every enumeration (seed, "USB devices").
-What identifies a unit across reboots and replugs is what the hardware says about itself:
+A device's name is its slot, the bus and the address (rules: names.slot-not-unit), and a USB
+device's address is the port path it was plugged into, so a claim that names it breaks when the
+stick moves to another port, and the usbfs number changes at every enumeration
+(rules: delivery.reconcile). What identifies a unit across reboots and replugs is what the hardware
+says about itself:
 
-- USB: ``vendor``, ``product`` and ``serial`` (seed, "Device names": "To select one physical
-  unit instead, select on its serial attribute"); an interface's device also keeps its
+- USB: ``vendor``, ``product`` and ``serial`` (one physical unit is selected by its serial;
+  rules: names.slot-not-unit); an interface's device also keeps its
   configuration and interface number, the part of ``address`` after ``:``, which does not
   depend on the port;
 - PCI: ``resource.kubernetes.io/pciBusID`` with ``vendor`` and ``product`` (a card stays in its
   slot; the bus ID is the standard attribute other drivers pair on);
-- a board device: its firmware name, which is its ``address`` (seed, "Device names").
+- a board device: its firmware name, which is its ``address`` (rules: names.form).
 
 Every selector also pins what kind of published device it is (``subsystem``, ``renderNode``,
-``displayNode``), because one piece of hardware can publish several devices (seed, "Sharing").
+``displayNode``), because one piece of hardware can publish several devices
+(rules: sharing.one-device-per-kind).
 The generated selectors are checked against the slice they came from: when they select more
 than this device (two identical sticks without a serial), the command refuses and says what
 would tell them apart (``--by-address``: the port path). ``--any`` selects every device of the

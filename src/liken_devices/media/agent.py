@@ -1,8 +1,8 @@
 """``liken-media run``: query at start, publish, and query again only for new render nodes.
 
-render-node-capabilities.txt: "The agent queries each render node once, when its pod starts or
-when liken publishes a new render node. A new image of the agent, and so a new driver, starts a
-new pod. No timer queries again." So the agent watches the node's ``<node>-liken.sh`` slice and,
+rules: media.query-once, media.one-per-render-node. Each render node is asked once: at the pod's
+start, or when liken first publishes it; a new driver only comes with a new image, hence a new
+pod, and no timer asks again. So the agent watches the node's ``<node>-liken.sh`` slice and,
 when it names a render node the agent has not seen (or drops one), walks liken's inventory again
 (the same :class:`~liken_devices.inventory.Sources` walk, never another way through sysfs),
 queries only the render nodes it has not seen, and republishes ``<node>-media.liken.sh``. It
@@ -10,7 +10,7 @@ also watches its own slice, so the slice comes back when the kubelet deletes it 
 without asking any driver again. The only wake-ups are watch events and the publisher's and the
 evictor's retries after an API failure.
 
-decisions.md, "The media agent": the render nodes reach the pod through its claim, allocated
+rules: media.missing-render-node. The render nodes reach the pod through its claim, allocated
 when the pod was created, so a render node liken publishes later is not in the container. Its
 device is published as a failed query (every capability false, no ``vaDriver``), one line names
 the node and says a new pod is needed, and the agent evicts its own pod through the Eviction API

@@ -1,6 +1,6 @@
-"""The seed's table: from what the driver lists to the eighteen booleans.
+"""The capability table: from what the driver lists to the eighteen booleans.
 
-render-node-capabilities.txt, "Attributes": each capability is true when the driver lists the
+rules: media.capabilities, media.failed-query. Each capability is true when the driver lists the
 named profile with the named entrypoint (and, for AV1, the render-target format that gives the
 bit depth); the scale flags are true when the video processor (VAProfileNone/VideoProc) accepts
 NV12 / P010 surfaces. Each value is the driver's own statement: nothing is tested or corrected.
@@ -28,7 +28,7 @@ class RawCaps:
 
 @dataclass(frozen=True, slots=True)
 class Requirement:
-    """One row of the seed's table."""
+    """One row of the table (rules: media.capabilities)."""
 
     name: str
     profile: int
@@ -36,7 +36,7 @@ class Requirement:
     rt_format: int | None = None  # a render-target format bit the pair must state, if any
 
 
-# In the seed's table order; the log line and the slice keep it.
+# In the order of the table in docs/rules/media.md's origin; the log line and the slice keep it.
 TABLE: tuple[Requirement, ...] = (
     Requirement("decodeH264", va.VAProfileH264High, va.VAEntrypointVLD),
     Requirement("decodeHEVCMain", va.VAProfileHEVCMain, va.VAEntrypointVLD),
@@ -92,7 +92,7 @@ def capability_flags(raw: RawCaps | None) -> dict[str, bool]:
 
 
 def log_line(device: str, node: str, raw: RawCaps | None, error: str | None) -> str:
-    """The seed's log line: ``capabilities: <device> (<node>, <vendor>): decodeH264=true ...``,
+    """The log line: ``capabilities: <device> (<node>, <vendor>): decodeH264=true ...``,
     or the error text when the query failed."""
     if raw is None:
         return f"capabilities: {device} ({node}): {_one_line(error or 'query failed')}"

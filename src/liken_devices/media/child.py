@@ -2,7 +2,7 @@
 
 It is the only place libva is loaded (the parent never loads libva, so a driver that hangs or
 crashes takes down only this process, which the parent kills after the timeout; docs/media.md).
-It sends the queries vainfo sends (render-node-capabilities.txt, "Where the values come from"):
+It sends the queries vainfo sends (rules: media.capabilities):
 vaQueryConfigProfiles, vaQueryConfigEntrypoints, vaGetConfigAttributes(RTFormat) for each pair
 and, for VAProfileNone/VideoProc, vaCreateConfig + vaQuerySurfaceAttributes for the pixel formats.
 

@@ -3,8 +3,7 @@
 ``scan`` asks this machine's render nodes and prints the ``<node>-media.liken.sh`` slice, with no
 cluster (docs/media.md). ``run`` is the agent of the ``media-capabilities`` DaemonSet: it
 asks once at start, publishes, and asks again only when liken publishes a render node it has not
-seen (render-node-capabilities.txt: "The agent queries each render node once, when its pod starts
-or when liken publishes a new render node ... No timer queries again").
+seen; no timer asks again (rules: media.query-once).
 """
 
 from __future__ import annotations

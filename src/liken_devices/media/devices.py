@@ -1,6 +1,6 @@
 """The media.liken.sh devices: one per liken.sh render node, and the slice that holds them.
 
-render-node-capabilities.txt, "Attributes": every device has all eighteen booleans, plus
+rules: media.one-per-render-node, media.pairing. Every device has all eighteen booleans, plus
 ``resource.kubernetes.io/pciBusID`` (the pairing attribute), ``vaDriver`` (the vendor string cut
 to 64 characters, absent when the query failed), and ``address``, ``driver``, ``vendor``,
 ``product``, ``name`` with the same values as the liken.sh render node. The device is named like
@@ -28,7 +28,7 @@ log = logging.getLogger("liken_devices.media")
 DRIVER = "media.liken.sh"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 # Copied from the liken.sh render node, so `kubectl get resourceslice` shows which GPU a device
-# is about (seed, "Attributes"); an attribute the render node lacks stays absent.
+# is about (rules: media.pairing); an attribute the render node lacks stays absent.
 COPIED = ("address", "driver", "vendor", "product", "name", PCI_BUS_ID)
 # decisions.md, "The same names as the render node": these come from the liken.sh render device
 # of the same pciBusID in the node's liken.sh slice when the agent has it (its words are the
@@ -77,7 +77,7 @@ class MediaDevice:
         if raw is not None:
             # The same cleaning as every liken.sh string: printable, at most 64 bytes.
             vendor = clean_string(raw.vendor)
-            if vendor:  # an attribute is absent, never empty (decisions.md, "Attributes")
+            if vendor:  # an attribute is absent, never empty (rules: attributes.domain)
                 attrs["vaDriver"] = vendor
         for key in COPIED:
             value = self.render.attributes.get(key)

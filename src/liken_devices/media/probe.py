@@ -1,6 +1,6 @@
 """One child process per render node, killed after a timeout; the parent never loads libva.
 
-render-node-capabilities.txt, "When a query fails": a query that fails or runs longer than 20
+rules: media.failed-query. A query that fails or runs longer than 20
 seconds publishes the GPU's device with every capability false and no vaDriver. A libva call
 blocked in a driver cannot be interrupted from Python, and a thread stuck in it wedges the whole
 process, so each node is asked by a fresh interpreter running :mod:`.child` (``python -m
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from ..terminal import clean
 from .capabilities import RawCaps
 
-DEFAULT_TIMEOUT = 20.0  # seconds; render-node-capabilities.txt, "When a query fails"
+DEFAULT_TIMEOUT = 20.0  # seconds (rules: media.failed-query)
 REAP_GRACE = 2.0  # after SIGKILL; a child in uninterruptible sleep is left behind
 MAX_ANSWER = 1 << 20  # bytes; a real answer is a few KiB
 STDERR_TAIL = 4096  # bytes of the child's stderr kept, the last ones

@@ -1,9 +1,9 @@
 """The kubelet half of the liken.sh DRA driver: claims in, CDI specs out.
 
-devices.txt, "The driver": one job of the node agent "answers the kubelet when a pod's claim comes
-to the node". The kubelet calls this plugin over gRPC on a unix socket to prepare each allocated
-claim; the plugin writes a CDI spec naming the claim's device nodes and answers with CDI device
-IDs, which the container runtime resolves ("What a claim delivers").
+One job of the node agent is to answer the kubelet when a pod's claim comes to the node
+(rules: delivery.nodes-only). The kubelet calls this plugin over gRPC on a unix socket to prepare
+each allocated claim; the plugin writes a CDI spec naming the claim's device nodes and answers with
+CDI device IDs, which the container runtime resolves.
 
 Modules: :mod:`.core` (prepare/unprepare/reconcile/health logic), :mod:`.server` (the gRPC
 services and sockets), :mod:`.cdi` (spec files), :mod:`.state` (the on-disk memory of prepared
@@ -34,7 +34,7 @@ Contract for the node agent (``liken-devices run``) that embeds the plugin::
   the agent's own walks (``Sources.walk`` builds a new snapshot each time, which is).
 * ``claimed()`` takes the lock; the agent passes it to each of its own walks, because a claimed
   USB device keeps its shape until its claim ends and the 128 cap keeps what is claimed
-  (decisions, "Delivery" and "Which hardware is considered").
+  (rules: usb.claimed-keeps-shape, limits.cap-keeps-claimed).
 * ``on_release`` is called after an unprepare ended a claim, outside the lock: the embedder
   walks again, so what the claim held is published as the kernel now shows it.
 * ``reconcile(inv)`` takes the same lock; it may be called from any thread. It never calls

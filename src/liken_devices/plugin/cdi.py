@@ -1,8 +1,8 @@
 """The per-claim CDI spec: what the container runtime injects for a prepared claim.
 
-devices.txt, "What a claim delivers": a claim delivers device nodes only, through a CDI spec that
-names the /dev entries of that claim, and the workload reaches them through "the group membership
-that its image gives its user". decisions.md, "Delivery" fixes the form: one file per claim,
+rules: delivery.nodes-only, delivery.cdi-spec. A claim delivers device nodes only, through a CDI
+spec that names the /dev entries of that claim, and the workload reaches them through the group
+membership its image gives its user. The form: one file per claim,
 ``<cdi dir>/liken.sh-<claimUID>.json``, kind ``liken.sh/device``, device names
 ``<claimUID>-<device name>``, at the lowest ``cdiVersion`` its content needs: 0.5.0, the first
 that allows a device name starting with a digit (a claim UID may), and the newest that podman 4.3
@@ -11,7 +11,7 @@ first tagged version, 0.3.0). Each node is given with ``path``, ``type``, ``majo
 (the CDI specification's "minimally specified" node: the runtime creates it from the numbers
 even where the host has no such node, as for Bluetooth's event nodes).
 
-decisions.md, "Ownership and mode travel with the node": each node also carries ``fileMode`` (the
+rules: delivery.mode-and-owner. Each node also carries ``fileMode`` (the
 permission bits), ``uid`` and ``gid`` of the host's node, read with ``lstat`` whenever the spec is
 built; without them the runtime makes the node 0666 (podman) or copies only the mode
 (containerd), and the image's groups would not matter. A node the host does not have (or has at
@@ -20,7 +20,7 @@ that is missing, 0600 root:root (nothing is opened up that the host does not sho
 
 While hardware is absent its nodes are paths under ``/dev/.liken.sh-absent/`` with no type or
 numbers: a node that is not minimally specified must exist on the host, so the runtime's stat
-fails and the container cannot start (devices.txt, "USB devices").
+fails and the container cannot start (rules: delivery.absent-node).
 
 Files are written with the project's one atomic writer (:func:`liken_devices.files.write_atomic`:
 no runtime ever loads a partial spec) and only when the bytes differ, so a reconcile pass that
@@ -56,7 +56,7 @@ DEV_DIR = Path("/dev")  # where this process sees the host's device nodes
 # A Kubernetes UID is a UUID; accept the characters the CDI specification allows at the start and
 # in the middle of a device name, and nothing that could leave the CDI directory.
 _UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]")  # fullmatch: no trailing "\n"
-# A published device name is a DNS label (decisions.md, "Names").
+# A published device name is a DNS label (rules: names.cut).
 _DEVICE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
@@ -142,8 +142,8 @@ class HostNodes:
         return got
 
     def stand_in(self) -> Owner:
-        """decisions.md, "Ownership and mode travel with the node": a node stated by number
-        that the host lacks takes /dev/uinput's mode and owner (root only without one)."""
+        """A node stated by number that the host lacks takes /dev/uinput's mode and owner (root
+        only without one; rules: delivery.mode-and-owner)."""
         got = self._seen.get(UINPUT)
         if got is None:
             got = host_owner(self.dev_dir, UINPUT) or ROOT_ONLY

@@ -5,7 +5,7 @@ not allocated, or whose UID differs from the one the kubelet gave (the claim "go
 the kubelet plugin helper of Kubernetes does (docs/plugin.md, "Prepare").
 ``status.allocation.devices.results`` holds every driver's devices, so only the results whose
 driver is ``liken.sh`` are ours, and only those of this node's pool (the pool is named after the
-node: devices.txt, "What a node publishes"). A result's request may be ``<request>/<subrequest>``;
+node: rules: limits.one-slice). A result's request may be ``<request>/<subrequest>``;
 the kubelet matches containers on the base name, so that is what is returned.
 
 The namespace and name come from the gRPC request, hostile until checked: a namespace is a

@@ -183,7 +183,7 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
                 "present": bool(now),
                 "nodes": [x.to_json() for x in now] if now else None,
                 "lastNodes": [x.to_json() for x in c.nodes.get(n, [])],
-                # decisions.md, "Bluetooth event numbers stay exclusive to their owners".
+                # rules: bluetooth.event-numbers-exclusive
                 "leftOut": [x.to_json() for x in device.left_out] if device else [],
                 # decisions.md, "A late registrant is reported, not hidden": numbers its running
                 # container holds that another device registered after it started.

@@ -1,8 +1,7 @@
 """The kubelet plugin's logic: prepare, unprepare, reconcile, health — without the wire.
 
-Every rule here comes from devices.txt ("What a claim delivers", "USB devices", "Bluetooth
-adapters", "Serial-line adapters", the storage paragraph of "What a node publishes"),
-decisions.md ("Delivery") and the kubelet's DRA plugin API (KEP-4381; the Go helper
+Every rule here is in docs/rules/ (delivery.md, usb.md, bluetooth.md, serial.md, and the storage
+rule of hardware.md) or comes from the kubelet's DRA plugin API (KEP-4381; the Go helper
 ``k8s.io/dynamic-resource-allocation/kubeletplugin`` shows its semantics):
 
 * Prepare reads each claim from the API before taking the lock, then resolves every device
@@ -10,14 +9,15 @@ decisions.md ("Delivery") and the kubelet's DRA plugin API (KEP-4381; the Go hel
   in band. That one rule covers an unplugged device, an adapter's bare name that ``spec.serio``
   now reserves, and the storage recheck (the inventory never publishes a disk that backs a role,
   so an allocation from an older slice cannot deliver one). A claim that is already prepared is
-  prepared again idempotently, keeping the nonexistent path of a device that is away.
+  prepared again idempotently, keeping the nonexistent path of a device that is away
+  (rules: delivery.nodes-only, delivery.fresh-walk, serial.bare-name-claim).
 * Every walk knows the prepared claims (:meth:`Plugin.claimed`), because they shape what is
   published: a claimed USB device keeps its shape until its claim ends, and the 128 cap keeps
-  what is claimed (decisions.md, "Delivery" and "Which hardware is considered"). A device the
+  what is claimed (rules: usb.claimed-keeps-shape, limits.cap-keeps-claimed). A device the
   walk keeps for its claim without publishing it (``Inventory.held``) resolves as present.
 * The state is saved before the spec is written and the spec deleted before the state forgets the
   claim, so no spec exists that the plugin does not know how to remove.
-* Unprepare gives the claim's USB interfaces back to the kernel (devices.txt, "USB devices"),
+* Unprepare gives the claim's USB interfaces back to the kernel (rules: usb.rebind),
   deletes the spec and forgets the claim; a claim it never saw, or whose spec is gone, succeeds.
   Then it asks for a walk (``on_release``): the next walk publishes what the kernel then shows.
 * The reconcile pass, run after every walk, rewrites each prepared claim's spec with the current
@@ -143,6 +143,7 @@ class PrepareOutcome:
     error: str = ""
 
 
+# A prepared device is healthy while present, unhealthy while away (rules: delivery.health).
 @dataclass(frozen=True, slots=True)
 class DeviceHealthState:
     pool: str
@@ -458,8 +459,8 @@ class Plugin:
                 source = _source(by_name, n)
                 interfaces.update(usb.interfaces_for(self.config.sysfs, source, now))
             elif existing is not None and existing.nodes.get(n):
-                # Prepared before and away now: keep the nonexistent path (devices.txt, USB
-                # devices: the container fails to start until the hardware returns).
+                # Prepared before and away now: keep the nonexistent path: the container fails to
+                # start until the hardware returns (rules: delivery.absent-node).
                 nodes[n] = existing.nodes[n]
                 present[n] = False
             elif now is None:
@@ -636,7 +637,10 @@ class Plugin:
     # -- reconcile -------------------------------------------------------------------------------
 
     def reconcile(self, inv: Inventory) -> list[str]:
-        """Rewrite every prepared claim's spec for ``inv``; returns the UIDs whose file changed."""
+        """Rewrite every prepared claim's spec for ``inv``; returns the UIDs whose file changed.
+
+        rules: delivery.reconcile, delivery.absent-node
+        """
         self.load()
         written: list[str] = []
         with self._exclusive() as busy:

@@ -623,8 +623,10 @@ def read_state(directory: Path) -> dict[str, PreparedClaim]:
 
 
 def claimed_by(claims: Iterable[PreparedClaim]) -> Claimed:
-    """The devices ``claims`` hold, as every walk of this node takes them (decisions.md,
-    "Delivery": a claimed USB device keeps its shape; "The 128 cap keeps what is claimed")."""
+    """The devices ``claims`` hold, as every walk of this node takes them.
+
+    rules: usb.claimed-keeps-shape, limits.cap-keeps-claimed
+    """
     return Claimed(frozenset(n for c in claims for n in c.device_names()))
 
 

@@ -1,8 +1,8 @@
 """Giving USB interfaces back to the kernel when a claim ends.
 
-devices.txt, "USB devices": a libusb program cannot share an interface with a kernel driver, so it
-detaches the driver while it runs, and the device leaves the slice; "when the pod stops and its
-claim ends, the node binds a kernel driver to the interface again". The kernel binds a driver to
+rules: usb.rebind. A libusb program cannot share an interface with a kernel driver, so it
+detaches the driver while it runs, and the device leaves the slice; when the pod stops and its
+claim ends, the node binds a kernel driver to the interface again. The kernel binds a driver to
 a driverless device when its name is written to ``/sys/bus/usb/drivers_probe`` (drivers_probe
 only attaches a device that has no driver, so an interface still bound, to its own driver or to
 usbfs under another live claim, is left as it is).

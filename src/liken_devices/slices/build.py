@@ -1,6 +1,6 @@
 """Building ``resource.k8s.io/v1`` ResourceSlices.
 
-One slice per node and driver, named ``<node>-<driver>`` (seed "What a node publishes"), pool =
+One slice per node and driver, named ``<node>-<driver>`` (rules: limits.one-slice), pool =
 the node's name, ``nodeName`` set, devices sorted by name. Attributes become the API's one-of
 value objects; ``allowMultipleAllocations`` is set only where the policy says a device is shared.
 """

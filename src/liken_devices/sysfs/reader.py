@@ -2,11 +2,11 @@
 
 A full walk of ``/sys/devices`` visits tens of thousands of directories; the inventory needs a few
 hundred. So the reader starts from the kernel's own indexes: ``bus/<bus>/devices`` for the buses
-the seed considers (PCI, USB, and the board buses platform, ACPI, PNP), ``dev/char`` and
-``dev/block`` for every device node, and ``class/bluetooth`` for radios (which own no node). Each
-index entry is a symlink into ``devices/``; its target is resolved as a string, one ``readlink``
-each. Per device it reads ``uevent`` (which already carries DRIVER, MODALIAS, PCI_ID, PRODUCT,
-INTERFACE, MAJOR/MINOR, DEVNAME) and only the attributes the policy needs.
+the rules consider (PCI, USB, and the board buses platform, ACPI, PNP; rules: hardware.considered),
+``dev/char`` and ``dev/block`` for every device node, and ``class/bluetooth`` for radios (which own
+no node). Each index entry is a symlink into ``devices/``; its target is resolved as a string, one
+``readlink`` each. Per device it reads ``uevent`` (which already carries DRIVER, MODALIAS, PCI_ID,
+PRODUCT, INTERFACE, MAJOR/MINOR, DEVNAME) and only the attributes the policy needs.
 
 Sysfs changes under the reader: a device that vanishes mid-walk is skipped, an attribute that
 cannot be read is left out, and each is logged and recorded in ``Snapshot.problems``.
@@ -46,8 +46,8 @@ BOARD_BUSES = ("platform", "acpi", "pnp")
 USB_DEVICE_ATTRS = ("serial", "manufacturer", "product")
 USB_INTERFACE_ATTRS: tuple[str, ...] = ()
 PCI_FALLBACK_ATTRS = ("vendor", "device", "class", "modalias")
-# A ttyS port's UART type: 0 is a placeholder with no UART behind it (decisions "Placeholder
-# serial ports").
+# A ttyS port's UART type: 0 is a placeholder with no UART behind it
+# (rules: hardware.placeholder-serial).
 SERIAL_PORT_ATTRS = ("type",)
 _LEGACY_EVENT_NUMBERS = frozenset(f"13:{m}" for m in range(64, 96))
 HCI_ATTRS = ("address",)  # an adapter's address: listed by kernels before 3.13 (sysfs.hci)
@@ -372,13 +372,13 @@ def read_sysfs(root: Path | str = "/sys", memo: ReaderMemo | None = None) -> Sna
         path = walk.resolve("/class/bluetooth", entry)
         if path is not None:
             walk.load(path)
-    # Network interfaces own no node, but mark their card (decisions "Network cards never
-    # appear"); the virtual ones (a pod's veth, bridges) belong to no hardware.
+    # Network interfaces own no node, but mark their card (rules: hardware.network-cards);
+    # the virtual ones (a pod's veth, bridges) belong to no hardware.
     for entry in walk.listdir("/class/net"):
         path = walk.resolve("/class/net", entry)
         if path is not None and not path.startswith("/devices/virtual/"):
             walk.load(path, subsystem="net")
-    # Board devices matter as owners of nodes (decisions "Which hardware is considered"): only
+    # Board devices matter as owners of nodes (rules: hardware.node-owner): only
     # the ancestors of a node are looked up in the platform, ACPI and PNP indexes.
     wanted: set[tuple[str, str]] = set()
     for dev in list(walk.devices.values()):

@@ -305,7 +305,8 @@ def parse_recording(text: str, origin: str = "recording") -> Snapshot:
             console = [x.decode(errors="replace") for x in block.attrs["active"].split()]
         if dev.path == "/devices/virtual/tty/tty0" and "active" in block.attrs:
             tty0_active = [x.decode(errors="replace") for x in block.attrs["active"].split()]
-    # tty0 is "the current virtual terminal": follow it to the real one (decisions.md).
+    # tty0 is "the current virtual terminal": follow it to the real one
+    # (rules: hardware.reserved-nodes).
     names = [n for name in console for n in ([name, *tty0_active] if name == "tty0" else [name])]
     # Virtual block devices built on others (dm, md) are not described by recordings.
     return Snapshot(devices, tuple(names))
