@@ -601,8 +601,8 @@ def import_images(ctr: list[str]) -> None:
     work = STATE / "images"
     work.mkdir(exist_ok=True)
     pause = build_pause(work)
-    subprocess.run([*ctr, "images", "import", "--no-unpack=false", str(pause)], check=True,
-                   stdout=subprocess.DEVNULL)
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    subprocess.run([*ctr, "images", "import", str(pause)], check=True, **quiet)
     wanted = [("localhost/liken-bbox:latest", "localhost/liken-bbox:ci")]
     version = project_version()
     wanted += [(f"localhost/{p}:{version}", f"localhost/{p}:{version}") for p in IMAGES]
@@ -613,11 +613,10 @@ def import_images(ctr: list[str]) -> None:
         archive = work / (target.rsplit("/", 1)[1].replace(":", "_") + ".tar")
         subprocess.run(["podman", "save", "-q", "--format", "docker-archive", "-o", str(archive),
                         source, ], check=True)
-        subprocess.run([*ctr, "images", "import", str(archive)], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([*ctr, "images", "import", str(archive)], check=True, **quiet)
         if source != target:
             subprocess.run([*ctr, "images", "tag", "--force", source, target], check=True,
-                           stdout=subprocess.DEVNULL)
+                           **quiet)
         archive.unlink()
 
 
@@ -802,6 +801,18 @@ def cmd_restart(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_images(args: argparse.Namespace) -> int:
+    """Import the images again (after `./tasks image`) into the running cluster's containerd."""
+    if not INFO.exists():
+        raise ClusterError("not running: ./tasks cluster up")
+    info = json.loads(INFO.read_text())
+    ctrd = bin_dirs(info["kubernetes"])["ctrd"]
+    ctr = [str(ctrd / "ctr"), f"--address={RUN / 'containerd.sock'}", "--namespace=k8s.io"]
+    subprocess.run(enter([sys.executable, str(Path(__file__).resolve()), "_inside-images",
+                          *ctr]), check=True)
+    return 0
+
+
 def cmd_exec(args: argparse.Namespace) -> int:
     if not INFO.exists():
         raise ClusterError("not running: ./tasks cluster up")
@@ -831,21 +842,27 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="the components and the kubeconfig")
     rs = sub.add_parser("restart", help="restart one component (kubelet, containerd, ...)")
     rs.add_argument("component")
+    sub.add_parser("images", help="import ./tasks image's images again into the running cluster")
     sub.add_parser("snapshot", help="print the host's state that the cluster may change (JSON)")
     ex = sub.add_parser("exec", help="run CMD inside the cluster's namespaces, with KUBECONFIG")
     ex.add_argument("command", nargs=argparse.REMAINDER)
     inside = sub.add_parser("_inside-up")
     inside.add_argument("k8s")
+    inside_images = sub.add_parser("_inside-images")
+    inside_images.add_argument("ctr", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     try:
         if args.verb == "_inside-up":
             inside_up(args.k8s)
             return 0
+        if args.verb == "_inside-images":
+            import_images(args.ctr)
+            return 0
         if args.verb == "snapshot":
             print(json.dumps(snapshot(), indent=1))
             return 0
         return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "exec": cmd_exec,
-                "restart": cmd_restart}[args.verb](
+                "restart": cmd_restart, "images": cmd_images}[args.verb](
             args)
     except (ClusterError, subprocess.CalledProcessError) as err:
         say(str(err))

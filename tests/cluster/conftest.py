@@ -28,6 +28,10 @@ def k8s() -> Iterator[dict[str, str]]:
     if ours:
         up = cluster("up", timeout=3600)
         assert up.returncode == 0, f"./tasks cluster up failed:\n{up.stderr[-4000:]}"
+    else:
+        # A developer's cluster: the images of this checkout, as ./tasks image last built them.
+        images = cluster("images", timeout=900)
+        assert images.returncode == 0, images.stderr[-4000:]
     try:
         yield info()
     finally:
