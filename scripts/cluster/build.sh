@@ -18,7 +18,7 @@ command -v go >/dev/null || { echo "cluster: no Go toolchain on this machine (th
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 mkdir -p "$CACHE"
 have_all() {
-  for d in "bin-k8s-$K" "bin-etcd-$ETCD_VERSION" "bin-ctrd-$CONTAINERD_VERSION" "bin-runc-$RUNC_VERSION"; do
+  for d in "bin-k8s-$K" "bin-etcd-$ETCD_VERSION" "bin-ctrd-$CONTAINERD_VERSION" "bin-runc-$RUNC_VERSION-seccomp"; do
     [ -f "$CACHE/$d/.done" ] || return 1
   done
 }
@@ -76,12 +76,13 @@ build_containerd() {
 }
 
 build_runc() {
-  local out="$CACHE/bin-runc-$RUNC_VERSION"
+  local out="$CACHE/bin-runc-$RUNC_VERSION-seccomp"
   stamp_ok "$out" && return 0
   say "building runc v$RUNC_VERSION"
   mkdir -p "$out"
-  # runc needs cgo and libseccomp (setup.d/70-cluster.sh installs libseccomp-dev).
-  CGO_ENABLED=1 GOBIN="$out" go install -trimpath -ldflags '-s -w' \
+  # runc's seccomp support is a build tag, with cgo and libseccomp (setup.d/70-cluster.sh
+  # installs libseccomp-dev): without it every container with a seccomp profile fails.
+  CGO_ENABLED=1 GOBIN="$out" go install -trimpath -tags seccomp -ldflags '-s -w' \
     "github.com/opencontainers/runc@v$RUNC_VERSION"
   touch "$out/.done"
 }

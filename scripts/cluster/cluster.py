@@ -108,7 +108,7 @@ def bin_dirs(k8s: str) -> dict[str, Path]:
         "k8s": CACHE / f"bin-k8s-{k8s}",
         "etcd": CACHE / f"bin-etcd-{v['ETCD_VERSION']}",
         "ctrd": CACHE / f"bin-ctrd-{v['CONTAINERD_VERSION']}",
-        "runc": CACHE / f"bin-runc-{v['RUNC_VERSION']}",
+        "runc": CACHE / f"bin-runc-{v['RUNC_VERSION']}-seccomp",
     }
 
 

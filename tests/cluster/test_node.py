@@ -46,6 +46,9 @@ def build_machine(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def node(k8s: dict[str, str]) -> Iterator[str]:
+    # A namespace of the tier's own, new each run: no pod of an earlier run holds the devices.
+    kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", "--timeout=180s",
+            timeout=200)
     build_machine(TREE)
     kubectl("apply", "-k", str(REPO / "tests" / "cluster" / "node-overlay"), timeout=300)
     kubectl("-n", "liken-system", "rollout", "status", "ds/liken-devices", "--timeout=300s",
@@ -59,6 +62,7 @@ def node(k8s: dict[str, str]) -> Iterator[str]:
             "metadata": {"name": "node-tier-liken"},
             "spec": {"selectors": [{"cel": {"expression": 'device.driver == "liken.sh"'}}]}}])
     yield name
+    kubectl("delete", "namespace", NS, "--wait=false")
 
 
 def claim_pod(name: str, device: str | None, command: str = SHOW) -> dict[str, Any]:
