@@ -31,23 +31,12 @@ BOOK = REPO / "docs" / "rules"
 # named test may be missing and no module needs to cite them yet. The list only shrinks: once a
 # pending rule's tests exist and a module cites it, test_pending_is_still_pending asks to take it
 # off. A rule's page says "(pending)" after each test that does not exist yet.
-PENDING: frozenset[str] = frozenset({
-    "hardware.other-machines-facts",
-    "hardware.watchdogs",
-    "sharing.usb-render-no-usbfs",
-    "bluetooth.virtual-nodes",
-    "bluetooth.late-registrant",
-    "serial.across-restarts",
-    "media.names-as-render-node",
-})
+PENDING: frozenset[str] = frozenset()
 
 # Files that still cite the specification's pages, each with why; the list only shrinks (the test
 # fails once a listed file cites them no more). Their lines are rewritten on another branch;
 # replacing them here would make that merge conflict.
-OLD_CITATIONS_LEFT: Mapping[str, str] = {
-    "src/liken_devices/inventory/reserved.py": "rewritten by the round-3 branch (watchdogs)",
-    "docs/claims.md": "two paragraphs rewritten by the claims branch (CEL errors and costs)",
-}
+OLD_CITATIONS_LEFT: Mapping[str, str] = {}
 
 # Where rules are cited: the code, the tests, the deploy files, the docs and the entry points.
 SCOPE_DIRS = ("src", "tests", "docs", "deploy", "scripts", "setup.d")

@@ -183,7 +183,7 @@ def another_machine(args: argparse.Namespace) -> bool:
 
 def facts_from_args(args: argparse.Namespace) -> Path | None:
     """``--facts DIR``; else this host's facts for this host, and none for another machine
-    (docs/inventory.md, "Another machine's facts are its own": its disks are withheld)."""
+    (rules: hardware.other-machines-facts: its disks are withheld)."""
     given: Path | None = getattr(args, "facts", None)
     if given is not None:
         return given

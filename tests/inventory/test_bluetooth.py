@@ -181,7 +181,7 @@ def test_the_explain_command_says_which_numbers_and_whose(
         "13:84 is /dev/input/event20, the node of pci 0000:00:1f.3"]
 
 
-# -- virtual event nodes belong to the adapter they name (decisions.md, round 3) ------------------
+# -- virtual event nodes belong to the adapter they name (rules: bluetooth.virtual-nodes) ---------
 
 RADIO_ADDR = "00:1a:7d:da:71:13"
 SECOND_ADDR = "5c:f3:70:8a:11:22"

@@ -158,7 +158,7 @@ def test_tpm_nodes_are_never_delivered(b: SysfsBuilder, scan: Scan) -> None:
 
 
 def test_watchdogs_are_the_machines(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions, "Watchdogs are the machine's": /dev/watchdog* is reserved like the console; a
+    """rules: hardware.watchdogs. /dev/watchdog* is reserved like the console; a
     device whose only nodes are watchdogs is not published, another keeps its other nodes."""
     tco = b.board("platform", "iTCO_wdt", driver="iTCO_wdt")
     b.node(tco, "watchdog", "watchdog0", 247, 0, subdir="watchdog")
@@ -360,7 +360,7 @@ def test_gpu_splits_render_shared_and_display_exclusive(b: SysfsBuilder, scan: S
 
 
 def test_usb_gpu_shared_render_half_carries_no_usbfs(b: SysfsBuilder, scan: Scan) -> None:
-    """decisions, "The shared render half of a USB GPU carries no usbfs node": usbfs gives control
+    """rules: sharing.usb-render-no-usbfs. usbfs gives control
     of the whole device, which no shared claim may have; the exclusive display half carries it."""
     usb = b.usb_device("3-1", busnum=3, devnum=4, vendor="1d5c", product="2000")
     iface = b.usb_interface(usb, "1.0", driver="gud", cls=0xFF)

@@ -1,4 +1,4 @@
-"""The same names as the render node (decisions.md, round 3), on every corpus machine.
+"""The same names as the render node (rules: media.names-as-render-node), on every corpus machine.
 
 The host's ``pci.ids`` and the image's name every GPU differently. liken-devices reads the host's
 first and publishes its render nodes; the media agent, whose own walk here reads only the image's

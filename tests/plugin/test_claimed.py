@@ -190,7 +190,7 @@ class TwoRadios:
 
 def test_a_second_bluetooth_claim_takes_the_unnamed_virtual_node_from_both(
         api: FakeApiServer, make_plugin: Any, tmp_path: Path) -> None:
-    """decisions, "Virtual event nodes belong to the adapter they name": a node naming no adapter
+    """rules: bluetooth.virtual-nodes. A node naming no adapter
     is in a single Bluetooth claim, and in none once two are prepared; the prepare walk counts
     the claim it is preparing, and the reconcile pass rewrites the first claim's spec."""
     radios = TwoRadios(tmp_path / "m")

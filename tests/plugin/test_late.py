@@ -1,4 +1,4 @@
-"""A late Bluetooth registrant is reported, not hidden (decisions.md, round 3).
+"""A late Bluetooth registrant is reported, not hidden (rules: bluetooth.late-registrant).
 
 The real inventory over a built tree, the real plugin over gRPC (the kubelet's health stream),
 real CDI specs on disk. A keyboard plugged in after the Bluetooth claim's container started takes

@@ -33,6 +33,16 @@ def test_built_slice_has_the_shape_the_issue_names() -> None:
     assert validate_slice(obj) == []
 
 
+def test_a_device_is_a_name_attributes_and_a_sharing_flag() -> None:
+    """rules: limits.plain-devices. No capacity, taints, counters or per-device node selection:
+    the slice is pinned to its node as a whole."""
+    spec = good()["spec"]
+    assert set(spec) == {"driver", "nodeName", "pool", "devices"}
+    for d in spec["devices"]:
+        assert set(d) <= {"name", "attributes", "allowMultipleAllocations"}, d
+        assert {"name", "attributes"} <= set(d)
+
+
 def test_built_slice_passes_the_official_openapi_schema() -> None:
     kv = pytest.importorskip("kubernetes_validate")
     kv.validate(good(), "1.34.0", strict=True)

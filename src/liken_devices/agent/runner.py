@@ -75,7 +75,7 @@ class Wake(StrEnum):
 def _same_claims(inv: Inventory, walked: Claimed, claimed: Claimed) -> bool:
     """Whether a walk told ``walked`` answers for ``claimed``: the same claims held, and the
     claims being prepared change nothing it decided (only a Bluetooth claim's count matters:
-    docs/inventory.md, "Virtual event nodes belong to the adapter they name")."""
+    rules: bluetooth.virtual-nodes)."""
     if walked == claimed:
         return True
     return walked.names == claimed.names and not walked.preparing and not any(
@@ -429,7 +429,7 @@ class Agent:
                 if wakes_walk(event):
                     self._debounce.wake(now)
                     # A line another instance holds is attached within a second of its release
-                    # (docs/machine.md, "Upgrades and restarts"): its serio port's remove uevent
+                    # (rules: serial.across-restarts): its serio port's remove uevent
                     # walks at once instead of after the burst's quiet second.
                     serio_now |= event.action == "remove" and self._serio_waiting()
                 else:
@@ -617,7 +617,7 @@ class Agent:
 
     def release_lines(self) -> None:
         """Release the serial lines the machine side holds. An agent releases them as late as it
-        can (docs/machine.md, "Upgrades and restarts"): ``run`` does so at its exit, after the
+        can (rules: serial.across-restarts): ``run`` does so at its exit, after the
         servers stopped, so a surge upgrade's new instance waits the least time without them."""
         side, self.machine_side = self.machine_side, None
         if side is not None:

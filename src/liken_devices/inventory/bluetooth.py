@@ -17,12 +17,12 @@ adapter (a connected peripheral's input device sits below the adapter's hci) sta
 the walk's, so the plugin's reconcile pass writes the current one and a number its owner gives up
 returns to the claim for the next container.
 
-decisions.md, "Virtual event nodes belong to the adapter they name": a node under
-``/devices/virtual/`` (uinput's, uhid's) belongs to the adapter its input device's ``phys``
-names (BlueZ writes the adapter's address there for the devices it creates), and to that
-adapter's claim alone. One that names no adapter of this node (a key remapper's uinput device)
-stays in while a single Bluetooth claim is prepared on the node, and is left out of all of them
-with two or more: one tenant must not read another's keyboard.
+rules: bluetooth.virtual-nodes. A node under ``/devices/virtual/`` (uinput's, uhid's) belongs
+to the adapter its input device's ``phys`` names (BlueZ writes the adapter's address there for
+the devices it creates), and to that adapter's claim alone. One that names no adapter of this
+node (a key remapper's uinput device) stays in while a single Bluetooth claim is prepared on the
+node, and is left out of all of them with two or more: one tenant must not read another's
+keyboard.
 """
 
 from __future__ import annotations

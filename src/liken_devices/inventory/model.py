@@ -102,7 +102,7 @@ class Claimed:
                  preparing: frozenset[str] = frozenset()) -> None:
         self.names = names
         # The devices of the claims a prepare call is resolving now: not held yet, but they
-        # count among the node's Bluetooth claims (decisions, "Virtual event nodes").
+        # count among the node's Bluetooth claims (rules: bluetooth.virtual-nodes).
         self.preparing = preparing
 
     def counted(self) -> frozenset[str]:

@@ -1,9 +1,10 @@
 """What the machine holds: the disks that back its storage roles and the reserved nodes.
 
-Seed, "What a node publishes", condition 3: a device whose subtree holds a storage role belongs
-to the machine, and when the facts cannot be read no disk is offered at all. The console, the
-system clock ``/dev/rtc0``, the TPM's nodes, a serio-attached tty and the watchdogs are never
-delivered: they are dropped from a device's deliveries (docs/inventory.md, "Reserved nodes").
+rules: hardware.storage-role, hardware.facts-fail-closed. A device whose subtree holds a storage
+role belongs to the machine, and when the facts cannot be read no disk is offered at all.
+rules: hardware.reserved-nodes, hardware.watchdogs. The console, the system clock ``/dev/rtc0``,
+the TPM's nodes, a serio-attached tty and the watchdogs are never delivered: they are dropped
+from a device's deliveries (docs/inventory.md, "Reserved nodes").
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ _WATCHDOG = re.compile(r"watchdog[0-9]*")  # fullmatch
 
 def reserved_kind(node: DevNode, console: Collection[str],
                   serio_ttys: Collection[str]) -> str | None:
-    """seed "What a node publishes": the kinds of node the machine holds (the seed's four and the
-    watchdogs: a process that opens a watchdog and stops writing to it resets the node)."""
+    """The kinds of node the machine holds (rules: hardware.reserved-nodes, hardware.watchdogs):
+    the console, rtc0, the TPM, a serio-attached tty, and the watchdogs (a process that opens a
+    watchdog and stops writing to it resets the node)."""
     name = node.name
     if name in console:
         return "the console"

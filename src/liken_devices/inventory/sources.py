@@ -44,7 +44,8 @@ def read_facts(root: Path | None) -> Facts:
     rules: hardware.facts-fail-closed. Readable only when ``storage/`` is a directory that can be
     listed, every entry in it is a directory whose ``device`` file reads as a non-empty kernel
     partition name, and nothing on the way is a dangling or looping link. A facts root with no
-    ``storage/`` at all means "no roles". ``None``: another machine's walk given no facts.
+    ``storage/`` at all means "no roles". ``None``: another machine's walk given no facts
+    (rules: hardware.other-machines-facts).
     """
     if root is None:
         return Facts(None, NO_FACTS, given=False)

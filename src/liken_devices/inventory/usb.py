@@ -111,8 +111,8 @@ class UsbRules:
                 self._interface(i, usbfs)
         held = [i.address for i in ifaces if i.dev.driver == "usbfs"]
         if held and not kept and all(i.dev.driver in (None, "usbfs") for i in ifaces):
-            # The whole device a libusb program holds (seed, "USB devices with no kernel
-            # driver"): out of the slice until the program lets go, then published whole again.
+            # The whole device a libusb program holds (rules: usb.held-by-program): out of
+            # the slice until the program lets go, then published whole again.
             self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM,
                                 f"{', '.join(held)} held; published whole again when the "
                                 "program lets go")

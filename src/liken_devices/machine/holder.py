@@ -10,9 +10,10 @@ The agent configures the line itself (:mod:`.serio`) and hands the open tty to t
 which only reads. It ends, releasing the attachment, when:
 
 * the read returns (the kernel ended the attachment: the adapter was unplugged), exit status 0;
-* the read fails with EBUSY, status 3 (:data:`BUSY`): another process already reads this
-  line's serio port (serport allows one reader: during a surge upgrade the old instance of the
-  agent still holds it), so the line is not this process's to hold yet;
+* the read fails with EBUSY, status 3 (:data:`BUSY`; rules: serial.across-restarts): another
+  process already reads this line's serio port (serport allows one reader: during a surge
+  upgrade the old instance of the agent still holds it), so the line is not this process's to
+  hold yet;
 * the read fails otherwise, status 1;
 * its lifeline pipe reaches end-of-file, because the agent released the line or died; the
   process then exits at once, and the exit interrupts the blocked read. So no holder outlives

@@ -29,12 +29,13 @@ have no serport line discipline at all) is a Failed state with the kernel's erro
 retried until something changes: the adapter is plugged in again (a new USB device number) or
 ``spec.serio`` changes.
 
-A line another process holds is Waiting, never Failed (docs/machine.md, "Upgrades and
-restarts"): in a surge upgrade the old instance of the agent still reads it. serport registers
-its serio port under the tty while a read holds the line, so a walk that shows a ``serio``
-device under a tty this instance does not hold sees the line taken, and nothing is opened; a
-holder whose read fails with EBUSY (the other reader came first) is Waiting too. A Waiting line
-is tried at every walk, and the port's ``remove`` uevent at the other's release wakes one.
+A line another process holds is Waiting, never Failed (rules: serial.across-restarts;
+docs/machine.md, "Upgrades and restarts"): in a surge upgrade the old instance of the agent
+still reads it. serport registers its serio port under the tty while a read holds the line, so
+a walk that shows a ``serio`` device under a tty this instance does not hold sees the line
+taken, and nothing is opened; a holder whose read fails with EBUSY (the other reader came first)
+is Waiting too. A Waiting line is tried at every walk, and the port's ``remove`` uevent at the
+other's release wakes one.
 """
 
 from __future__ import annotations

@@ -248,7 +248,7 @@ class MediaAgent:
 
     def _devices_locked(self) -> list[dict[str, Any]]:
         """The slice's devices, named as liken's slice names their render nodes when it has
-        them (decisions.md, "The same names as the render node")."""
+        them (rules: media.names-as-render-node)."""
         self._republish = False
         out = []
         for m in sorted(self.known.values(), key=lambda m: m.name):

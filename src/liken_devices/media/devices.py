@@ -30,7 +30,7 @@ PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 # Copied from the liken.sh render node, so `kubectl get resourceslice` shows which GPU a device
 # is about (rules: media.pairing); an attribute the render node lacks stays absent.
 COPIED = ("address", "driver", "vendor", "product", "name", PCI_BUS_ID)
-# decisions.md, "The same names as the render node": these come from the liken.sh render device
+# rules: media.names-as-render-node. These come from the liken.sh render device
 # of the same pciBusID in the node's liken.sh slice when the agent has it (its words are the
 # host's hwdata, which the agent's image may not share).
 NAMED = ("address", "driver", "vendor", "product", "name")

@@ -185,8 +185,8 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
                 "lastNodes": [x.to_json() for x in c.nodes.get(n, [])],
                 # rules: bluetooth.event-numbers-exclusive
                 "leftOut": [x.to_json() for x in device.left_out] if device else [],
-                # decisions.md, "A late registrant is reported, not hidden": numbers its running
-                # container holds that another device registered after it started.
+                # rules: bluetooth.late-registrant. Numbers its running container holds that
+                # another device registered after it started.
                 "lateRegistrants": [x.to_json() for x in late.get(n, [])],
                 "healthy": bool(now) and not late.get(n),
             })

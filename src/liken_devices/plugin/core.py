@@ -327,7 +327,7 @@ class Plugin:
                 return out
             try:
                 # The claims being prepared count among the node's claims: a Bluetooth claim's
-                # virtual event nodes depend on how many there are (docs/inventory.md).
+                # virtual event nodes depend on how many there are (rules: bluetooth.virtual-nodes).
                 inv = self._walk(claimed=Claimed(self._claimed_locked().names, frozenset(
                     r.device for _, results in fetched for r in results)))
             except Exception as e:
@@ -348,8 +348,8 @@ class Plugin:
                     log.exception("prepare %s", c.uid)
                     out[c.uid] = PrepareOutcome(error=f"internal error: {e!r}")
                     continue
-                # The container that starts now gets these numbers (decisions.md, "A late
-                # registrant is reported").
+                # The container that starts now gets these numbers
+                # (rules: bluetooth.late-registrant).
                 claim.started = started_events(claim.nodes) if all(
                     claim.present.get(n, False) for n in claim.device_names()) else {}
                 resolved.append((claim, self._state.claims.get(c.uid), spec))
@@ -783,7 +783,7 @@ class Plugin:
 
     def late_registrants(self) -> dict[tuple[str, str], tuple[LeftOut, ...]]:
         """(claim UID, device) -> the numbers its running container holds that are now other
-        devices' (docs/plugin.md, "Health")."""
+        devices' (rules: bluetooth.late-registrant; docs/plugin.md, "Health")."""
         with self._lock:
             return dict(self._late)
 

@@ -1,6 +1,6 @@
 """A late Bluetooth registrant: a number a running container holds that another device took.
 
-decisions.md, "A late registrant is reported, not hidden": a Bluetooth claim states the legacy
+rules: bluetooth.late-registrant. A Bluetooth claim states the legacy
 event numbers that were free of other devices when its spec was written, and the container
 runtime creates those nodes when the container starts. A keyboard plugged in afterwards gets the
 lowest free number, often one the running container already has; the next spec leaves it out,

@@ -3,6 +3,8 @@
 One slice per node and driver, named ``<node>-<driver>`` (rules: limits.one-slice), pool =
 the node's name, ``nodeName`` set, devices sorted by name. Attributes become the API's one-of
 value objects; ``allowMultipleAllocations`` is set only where the policy says a device is shared.
+A device has nothing else: no capacity, taints, counters or node selection of its own
+(rules: limits.plain-devices).
 """
 
 from __future__ import annotations

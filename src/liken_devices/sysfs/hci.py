@@ -1,10 +1,9 @@
 """A Bluetooth adapter's address, which sysfs no longer shows: asked of the kernel.
 
 The address names an adapter in the input devices BlueZ creates for it (their ``phys``), which
-decides whose claim a virtual event node belongs to (docs/inventory.md, "Virtual event nodes
-belong to the adapter they name"). Kernels before 3.13 listed it as the hci's ``address``
-attribute; newer ones answer ``HCIGETDEVINFO`` on a raw HCI socket (linux/bluetooth/hci.h,
-``_IOR('H', 211, int)``), which any process may ask.
+decides whose claim a virtual event node belongs to (rules: bluetooth.virtual-nodes). Kernels
+before 3.13 listed it as the hci's ``address`` attribute; newer ones answer ``HCIGETDEVINFO`` on
+a raw HCI socket (linux/bluetooth/hci.h, ``_IOR('H', 211, int)``), which any process may ask.
 """
 
 from __future__ import annotations

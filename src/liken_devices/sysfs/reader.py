@@ -358,7 +358,7 @@ def read_sysfs(root: Path | str = "/sys", memo: ReaderMemo | None = None) -> Sna
             if node_type == "c" and path.startswith("/devices/virtual/"):
                 # One kind is kept: a legacy event node (13:64..13:95) of a virtual input device
                 # (uinput's, uhid's), with its input device, whose phys names the Bluetooth
-                # adapter it belongs to (docs/inventory.md, "Virtual event nodes").
+                # adapter it belongs to (rules: bluetooth.virtual-nodes).
                 if entry not in _LEGACY_EVENT_NUMBERS:
                     continue
                 walk.load(path.rsplit("/", 1)[0])
