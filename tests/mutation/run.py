@@ -31,11 +31,14 @@ mutant lives in a copy, never in the work tree another process may be reading.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -121,25 +124,71 @@ def workspace() -> Iterator[Workspace]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def pytest_argv(t: Target, per_test: float) -> list[str]:
-    return [sys.executable, "-m", "pytest", *t.tests, "-x", "-q", "-n", "0", "-p",
-            "no:cacheprovider", "--benchmark-disable", "--timeout", str(int(per_test)),
-            "-o", "addopts=", "--no-header", "-W", "ignore"]
+# Imported once by this process and inherited by every forked run: pytest's plugins and the
+# libraries the tests use, never liken_devices (each run imports the mutant from the copy).
+PRELOAD = ("pytest", "_pytest.python", "_pytest.fixtures", "hypothesis", "hypothesis.strategies",
+           "xdist.plugin", "pytest_timeout", "pytest_benchmark.plugin", "grpc", "yaml",
+           "google.protobuf.message", "lightkube", "jsonschema")
+
+
+def preload() -> None:
+    if any(m == "liken_devices" or m.startswith("liken_devices.") for m in sys.modules):
+        raise RuntimeError("the runner must not import liken_devices: a fork would keep it")
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+def pytest_args(t: Target, per_test: float) -> list[str]:
+    return [*t.tests, "-x", "-q", "-n", "0", "-p", "no:cacheprovider", "--benchmark-disable",
+            "--timeout", str(int(per_test)), "-o", "addopts=", "--no-header", "-W", "ignore"]
+
+
+def _child(ws: Workspace, t: Target, per_test: float) -> None:
+    """In the forked child: the copy first on the path, then pytest; never returns."""
+    rc = 3
+    try:
+        os.setsid()
+        os.chdir(REPO)
+        os.environ.clear()
+        os.environ.update(ws.env())
+        sys.path[:0] = [str(ws.src), str(REPO)]
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        import pytest
+        rc = int(pytest.main(pytest_args(t, per_test)))
+    finally:
+        os._exit(rc)
 
 
 def run_tests(ws: Workspace, t: Target, deadline: float) -> tuple[str, float]:
-    """``killed``, ``survived`` or ``timeout`` (a killed mutant too), and the seconds taken."""
+    """``killed``, ``survived`` or ``timeout`` (a killed mutant too), and the seconds taken.
+
+    The tests run in a fork of this process (its imports already made), in a session of their
+    own so that a deadline ends them and every process they started.
+    """
     start = time.monotonic()
-    try:
-        proc = subprocess.run(pytest_argv(t, deadline), cwd=REPO, env=ws.env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=deadline, start_new_session=True)
-    except subprocess.TimeoutExpired:
-        return "timeout", time.monotonic() - start
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _child(ws, t, deadline)
+    while True:
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            break
+        if time.monotonic() - start > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return "timeout", time.monotonic() - start
+        time.sleep(0.05)
     took = time.monotonic() - start
-    if proc.returncode == 0:
+    rc = os.waitstatus_to_exitcode(status)
+    if rc == 0:
         return "survived", took
-    if proc.returncode == 5:
+    if rc == 5:
         raise RuntimeError(f"{t.name}: its tests {t.tests} collect nothing")
     return "killed", took
 
@@ -253,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{t.name}\t{m.line}\t{m.key}")
         return 0
     if not args.render:
+        preload()
         meta = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": commit(),
                 "sample": args.sample, "seed": args.seed if args.sample else None}
         with workspace() as ws:
