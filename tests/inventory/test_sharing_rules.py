@@ -77,7 +77,8 @@ def test_a_sound_card_is_one_exclusive_sound_device(b: SysfsBuilder) -> None:
 
 
 def _dev(path: str, subsystem: str | None, name: str, major: int, minor: int) -> SysDevice:
-    return SysDevice(path=path, subsystem=subsystem, driver=None, props={}, node=DevNode(name, "c", major, minor))
+    return SysDevice(path=path, subsystem=subsystem, driver=None, props={},
+                     node=DevNode(name, "c", major, minor))
 
 
 def test_split_by_literal_cases() -> None:

@@ -29,7 +29,6 @@ from liken_devices.media.probe import (
     MAX_VENDOR,
     ProbeResult,
     _parse,
-    clean_text,
     parse_answer,
     probe_node,
 )
@@ -45,8 +44,26 @@ text = st.lists(st.one_of(st.binary(max_size=8), st.sampled_from(NASTY)), max_si
 LAWFUL = ("\x1b", "\u202e", "\u2028", "\n", "\r", "\x00")
 
 
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
 def expected_text(raw: bytes, limit: int) -> str:
-    return clean_text(raw.decode("utf-8", errors="replace"), limit)
+    """What the reader keeps of a message, by the rule (not by the reader's ``clean_text``): the
+    first ``limit`` characters, each C0/C1 control as ``\\xNN``, each bidi control, line or
+    paragraph separator and BOM as ``\\uNNNN``; cut to ``limit`` again and marked ``...`` when
+    anything was cut or escaping made it longer."""
+    text = raw.decode("utf-8", errors="replace")
+    shown = ""
+    for ch in text[:limit]:
+        if ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F:
+            shown += f"\\x{ord(ch):02x}"
+        elif ch in BIDI or ch in "\u2028\u2029\ufeff":
+            shown += f"\\u{ord(ch):04x}"
+        else:
+            shown += ch
+    if len(text) > limit or len(shown) > limit:
+        return shown[:limit] + "..."
+    return shown
 
 
 def is_clean(s: str) -> bool:

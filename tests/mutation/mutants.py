@@ -152,7 +152,7 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_While(self, node: ast.While) -> None:
-        if not (isinstance(node.test, ast.Constant) and node.test.value is True
+        if not ((isinstance(node.test, ast.Constant) and node.test.value is True)
                 or _flippable(node.test)):
             self.add("negate", node.test, f"not ({self.text(node.test)})")
         self.generic_visit(node)
