@@ -57,7 +57,7 @@ TARGETS: tuple[Target, ...] = (
                      "host_owner", "HostNodes", "Delivery", "write_spec", "read_claim_spec",
                      "_read_node", "check_node_name")),
     Target("state", "liken_devices.plugin.state",
-           ("tests/plugin/test_state.py",),
+           ("tests/plugin/test_state_rules.py", "tests/plugin/test_state.py"),
            security=("<module>", "PreparedClaim.from_json", "_str", "_bool", "_number", "_list",
                      "_dict", "parse_state", "StateStore.save", "rebuild_from_specs")),
 )
