@@ -10,11 +10,14 @@ the module's own constants, so a changed constant or a widened range fails.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from liken_devices.inventory import Context, Facts, MachineSpec, build_inventory
+from liken_devices.inventory.bluetooth import bluetooth_nodes
 from liken_devices.inventory.model import Inventory
+from liken_devices.sysfs.model import DevNode, SysDevice
 from liken_devices.sysfs.reader import read_sysfs
 from tests.support.sysfs_builder import Dev, SysfsBuilder
 
@@ -113,3 +116,30 @@ def test_a_node_of_major_13_outside_the_range_or_of_block_type_is_not_counted(
     inv = inventory(b)
     assert radio_events(inv) == list(range(64, 96))
     assert inv.by_name()[RADIO].left_out == ()
+
+
+class _Hw(NamedTuple):
+    bus: str
+    address: str
+
+
+def test_bluetooth_nodes_takes_only_the_32_numbers_from_the_events_it_is_given() -> None:
+    """The function itself: an event device past the range (13:96) or of another major given
+    to it is not a number of the claim and is not left out, and the first owner of a number
+    found is the one named."""
+    kbd = "/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2:1.0"
+    hardware = {kbd: _Hw("usb", "1-2:1.0"), "/devices/platform/i8042": _Hw("platform", "i8042")}
+
+    def ev(path: str, major: int, minor: int) -> SysDevice:
+        return SysDevice(path, "input", None, {},
+                         node=DevNode(f"input/event{minor - 64}", "c", major, minor))
+
+    events = [ev(f"{kbd}/input/input1/event32", 13, 96), ev(f"{kbd}/input/input2/x", 14, 70),
+              ev("/devices/platform/i8042/serio0/input/input3/event5", 13, 69),
+              ev(f"{kbd}/input/input4/event5", 13, 69)]
+    usbfs = DevNode("bus/usb/001/003", "c", 189, 2)
+    nodes, left = bluetooth_nodes(usbfs, False, events, hardware, {"/adapter"})
+    assert [(n.name, n.major, n.minor) for n in nodes] == [
+        ("bus/usb/001/003", 189, 2), ("uinput", 10, 223),
+        *((f"input/event{i}", 13, 64 + i) for i in range(32) if i != 5)]
+    assert [(x.node.minor, x.owner) for x in left] == [(69, "platform i8042")]
