@@ -334,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--survivors", action="store_true",
                     help="run again only the last run's survivors and new mutants, keeping "
                          "its killed ones (after adding a test)")
+    ap.add_argument("--data", type=Path, default=DATA,
+                    help="where the results go (default docs/quality.json)")
     ap.add_argument("--floor", type=int, metavar="N",
                     help="the CI floor: N mutants of each target's security rules (with "
                          "--seed); exit 1 on an unexplained survivor; writes nothing")
@@ -346,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.floor is not None:
         preload()
         return floor(chosen, args.floor, args.seed)
-    data: dict[str, Any] = json.loads(DATA.read_text()) if DATA.exists() else {}
+    data: dict[str, Any] = json.loads(args.data.read_text()) if args.data.exists() else {}
     data.setdefault("targets", {})
     if args.list:
         for t in chosen:
@@ -366,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                     entry = merge(data["targets"].get(t.name), entry, t)
                 if args.sample is None:  # a sample never replaces the table's full run
                     data["targets"][t.name] = entry
-                    DATA.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+                    args.data.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
                     DOC.write_text(rewrite(DOC.read_text(), data, load_equivalent()))
                 total, killed, survivors = summary(entry)
                 print(f"mutate {t.name}: {killed}/{total} killed, "
