@@ -97,12 +97,12 @@ class _Finder(ast.NodeVisitor):
         self._body(node.body)
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.scope.append(node.name)  # its decorators and defaults are its own, too
         for d in node.decorator_list:
             self.visit(d)
         for default in [*node.args.defaults, *node.args.kw_defaults]:
             if default is not None:
                 self.visit(default)
-        self.scope.append(node.name)
         self._body(node.body)
         self.scope.pop()
 
@@ -218,7 +218,10 @@ class _Finder(ast.NodeVisitor):
 
 
 def _flippable(test: ast.expr) -> bool:
-    """A one-operator comparison: its flip is already the negation, no second mutant."""
+    """A ``not x`` or a one-operator comparison: the ``not`` removed or the comparison flipped
+    is already the negation, no second mutant."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return True
     return isinstance(test, ast.Compare) and len(test.ops) == 1 \
         and type(test.ops[0]) in COMPARE_SWAP and type(test.ops[0]) not in (ast.Lt, ast.LtE,
                                                                            ast.Gt, ast.GtE)
