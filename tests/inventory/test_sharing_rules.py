@@ -46,6 +46,16 @@ def test_the_display_half_is_drm_exclusive_and_a_display_node(b: SysfsBuilder) -
     }
 
 
+def test_a_gpu_with_only_a_render_node_is_still_the_shared_render_device(
+        b: SysfsBuilder) -> None:
+    gpu = b.pci("0000:00:02.0", driver="i915", cls=0x030000)
+    b.node(gpu, "drm", "renderD128", 226, 128, devname="dri/renderD128", subdir="drm")
+    assert published(scan(b)) == {
+        "pci-0000-00-02-0": (True, {"subsystem": "drm", "renderNode": True},
+                             ["/dev/dri/renderD128"]),
+    }
+
+
 def test_a_gpus_legacy_control_node_is_display_authority(b: SysfsBuilder) -> None:
     gpu = b.gpu(render=None)
     b.node(gpu, "drm", "controlD64", 226, 64, devname="dri/controlD64", subdir="drm")
@@ -110,3 +120,7 @@ def test_split_by_literal_cases() -> None:
     got = [(s.suffix, s.kind, s.extra, s.shareable) for s in split([tty, misc], True)]
     assert got == [("-misc", "misc", {"subsystem": "misc"}, False),
                    ("-tty", "tty", {"subsystem": "tty"}, False)]
+    # A suffix is part of a DNS label: a kind's "_" becomes "-" (decisions, "Names").
+    aux = _dev("/devices/platform/x/aux0", "drm_dp_aux_dev", "drm_dp_aux0", 237, 0)
+    assert [(s.suffix, s.kind) for s in split([aux, tty], True)] == [
+        ("-drm-dp-aux-dev", "drm_dp_aux_dev"), ("-tty", "tty")]
