@@ -32,6 +32,12 @@ BINOP_SWAP: dict[type[ast.operator], type[ast.operator]] = {
     ast.Add: ast.Sub, ast.Sub: ast.Add, ast.LShift: ast.RShift, ast.RShift: ast.LShift,
     ast.BitOr: ast.BitAnd, ast.BitAnd: ast.BitOr, ast.Mult: ast.FloorDiv,
 }
+SYMBOL: dict[type[ast.AST], str] = {
+    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+    ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not", ast.Add: "+",
+    ast.Sub: "-", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitAnd: "&",
+    ast.Mult: "*", ast.FloorDiv: "//",
+}
 LOG_CALLS = frozenset({"debug", "info", "warning", "error", "exception", "critical", "log"})
 MAX_TEXT = 90  # of the before/after text in a key
 
@@ -183,21 +189,23 @@ class _Finder(ast.NodeVisitor):
             swap = COMPARE_SWAP.get(type(op))
             if swap is None:
                 continue
-            new = ast.Compare(node.left, [*node.ops[:i], swap(), *node.ops[i + 1:]],
-                              node.comparators)
-            self.add("compare", node, f"({ast.unparse(new)})")
+            ops = [*node.ops[:i], swap(), *node.ops[i + 1:]]
+            parts = [self.text(node.left)]
+            for o, right in zip(ops, node.comparators, strict=True):
+                parts += [SYMBOL[type(o)], self.text(right)]
+            self.add("compare", node, f"({' '.join(parts)})")
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         swap = BINOP_SWAP.get(type(node.op))
         if swap is not None and not (isinstance(node.op, ast.Mult) and _is_str(node)):
-            new = ast.BinOp(node.left, swap(), node.right)
-            self.add("arith", node, f"({ast.unparse(new)})")
+            self.add("arith", node, f"({self.text(node.left)} {SYMBOL[swap]} "
+                                    f"{self.text(node.right)})")
         self.generic_visit(node)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> None:
-        other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-        self.add("boolop", node, f"({ast.unparse(ast.BoolOp(other, node.values))})")
+        other = " or " if isinstance(node.op, ast.And) else " and "
+        self.add("boolop", node, f"({other.join(self.text(v) for v in node.values)})")
         self.generic_visit(node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
@@ -210,11 +218,18 @@ class _Finder(ast.NodeVisitor):
         if isinstance(v, bool):
             self.add("constant", node, repr(not v))
         elif isinstance(v, int):
-            self.add("number", node, repr(v + 1))
+            spelt = _spelling(self.text(node))
+            self.add("number", node, spelt(v + 1))
             if v > 0:
-                self.add("number", node, repr(v - 1))
+                self.add("number", node, spelt(v - 1))
         elif isinstance(v, str) and not self.quiet:
             self.add("string", node, repr("") if v else repr("x"))
+
+
+def _spelling(text: str) -> Callable[[int], str]:
+    """A number written as the source writes it: a mode stays octal (0o644 -> 0o645)."""
+    base = {"0o": oct, "0x": hex, "0b": bin}.get(text[:2].lower())
+    return base if base is not None else repr
 
 
 def _flippable(test: ast.expr) -> bool:
