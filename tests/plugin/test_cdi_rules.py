@@ -161,6 +161,16 @@ def test_a_spec_that_is_not_json_is_refused(tmp_path: Path, raw: bytes) -> None:
         cdi.read_claim_spec(tmp_path, UID)
 
 
+def test_a_spec_of_4_mib_is_read(tmp_path: Path) -> None:
+    doc = spec(("usb-1-3", [present("/dev/ttyS1")]))
+    doc["pad"] = ""
+    doc["pad"] = "x" * ((4 << 20) - len(json.dumps(doc)))
+    write(tmp_path, doc)
+    assert (tmp_path / f"liken.sh-{UID}.json").stat().st_size == 4 << 20
+    assert cdi.read_claim_spec(tmp_path, UID) == [
+        Delivery("usb-1-3", (DevNode("ttyS1", "c", 4, 65),), True)]
+
+
 def test_a_spec_larger_than_4_mib_is_not_read(tmp_path: Path) -> None:
     doc = spec(("usb-1-3", [present("/dev/ttyS1")]))
     doc["pad"] = "x" * (4 << 20)
