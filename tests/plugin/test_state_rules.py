@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,10 +135,64 @@ REFUSED: dict[str, bytes] = {
 }
 
 
+# Each refusal says which field is wrong, in one line (docs/plugin.md, "Bad input").
+MESSAGES: dict[str, str] = {
+    'a UID with a slash': "claim UID '../x' is not a UID",
+    'a UID with a trailing dash': "claim UID 'abc-' is not a UID",
+    'a USB interface of letters': "USB interface 'a-3:1.0' is not a USB interface name",
+    'a USB interface that is a number': 'a USB interface is not a string',
+    'a USB interface with a newline':
+        'a USB interface is not a printable name of at most 253 characters',
+    'a USB interface without a colon': "USB interface '1-3' is not a USB interface name",
+    'a boolean number': 'device number True is not a number of 32 bits',
+    'a claim that is a list': f"claim {UID} is not an object",
+    'a device name not a DNS label': "device name 'Usb_1' is not a DNS label",
+    'a device that is a string': 'a device is not an object',
+    'a device without a name': 'a device name is not a string',
+    'a float number': 'device number 1.0 is not a number of 32 bits',
+    'a list': 'the state is not an object',
+    'a minor of 2^32': 'device number 4294967296 is not a number of 32 bits',
+    'a name with a newline': 'name is not a printable name of at most 253 characters',
+    'a name with an escape': 'name is not a printable name of at most 253 characters',
+    'a namespace of 254': 'namespace is not a printable name of at most 253 characters',
+    'a negative major': 'device number -1 is not a number of 32 bits',
+    'a node name that leaves /dev': "device node name '../etc/shadow' is not a name under /dev",
+    'a node name with a space': "device node name 'tty S1' is not a name under /dev",
+    'a node of five fields': "node ['x', 'c', 1, 2, 3] is not [name, type, major, minor]",
+    'a node of three fields': "node ['x', 'c', 1] is not [name, type, major, minor]",
+    'a node type p': "node type 'p'",
+    'a pool that is a number': 'pool is not a string',
+    'a request that is a number': 'a request name is not a string',
+    'a share ID that is a number': 'a share ID is not a string',
+    'a time that is a boolean': 'preparedAt True is not a time',
+    'a time that is a string': "preparedAt 'now' is not a time",
+    'a time that is infinite': 'preparedAt inf is not a time',
+    'an absolute node name': "device node name '/etc/shadow' is not a name under /dev",
+    'claims a list': 'claims is not an object',
+    'claims missing': 'claims is not an object',
+    'devices an object': 'devices is not a list',
+    'nested too deep': 'not a JSON document',
+    'no name': 'name is not a string',
+    'no namespace': 'namespace is not a string',
+    'nodes a list': 'nodes is not an object',
+    'nodes of a device not a DNS label': "device name 'A_b' is not a DNS label",
+    'not UTF-8': 'not a JSON document',
+    'present a list': 'present is not an object',
+    'present a number': '1 is not true or false',
+    'present of a bad device': "device name 'A_b' is not a DNS label",
+    'rebuilt a string': "'yes' is not true or false",
+    'requests a string': 'requests is not a list',
+    'version 2': 'state version 2, want 1',
+    'version as a string': "state version '1', want 1",
+    'version missing': 'state version None, want 1',
+}
+
+
 @pytest.mark.parametrize("case", sorted(REFUSED))
-def test_a_hostile_state_is_refused(case: str) -> None:
-    with pytest.raises(StateError):
+def test_a_hostile_state_is_refused_naming_what_is_wrong(case: str) -> None:
+    with pytest.raises(StateError, match="^" + re.escape(MESSAGES[case])) as e:
         parse_state(REFUSED[case])
+    assert "\n" not in str(e.value)
 
 
 def test_the_refusals_are_refusals_of_the_plain_reading_too() -> None:
