@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,7 +201,8 @@ def baseline(ws: Workspace, t: Target) -> float:
 
 
 def run_target(ws: Workspace, t: Target, chosen: list[Mutant], log: Any = sys.stderr,
-               check_baseline: bool = True) -> dict[str, Any]:
+               check_baseline: bool = True,
+               progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     base = 0.0
     if check_baseline:
         with ws.mutant(t, None):
@@ -215,6 +216,9 @@ def run_target(ws: Workspace, t: Target, chosen: list[Mutant], log: Any = sys.st
                         "security": is_security(t, m), "seconds": round(took, 1)})
         print(f"mutate {t.name} [{i}/{len(chosen)}] {status:8} {took:5.1f}s {m.key}",
               file=log, flush=True)
+        if progress is not None:
+            progress({"module": t.module, "tests": list(t.tests), "baseline": round(base, 1),
+                      "results": results, "left": len(chosen) - i})
     return {"module": t.module, "tests": list(t.tests), "baseline": round(base, 1),
             "results": results}
 
@@ -296,8 +300,10 @@ def render(name: str, entry: dict[str, Any] | None,
     explained = sum(1 for s in survivors if s["key"] in reasons)
     meta = entry["meta"]
     score = 100.0 * killed / total if total else 0.0
+    left = entry.get("left", 0)
+    partial = f" **Partial: {left} mutants not run yet.**" if left else ""
     lines = [f"`{entry['module']}`, {meta['date']}, commit `{meta['commit']}`, "
-             f"tests {', '.join('`' + x + '`' for x in entry['tests'])}.", "",
+             f"tests {', '.join('`' + x + '`' for x in entry['tests'])}.{partial}", "",
              "| mutants | killed | score | survivors explained | unexplained |",
              "| ---: | ---: | ---: | ---: | ---: |",
              f"| {total} | {killed} | {score:.1f} % | {explained} | "
@@ -362,7 +368,20 @@ def main(argv: list[str] | None = None) -> int:
         with workspace() as ws:
             for t in chosen:
                 only = survivors_of(data, t) if args.survivors else None
-                entry = run_target(ws, t, choose(t, args.sample, args.seed, False, only))
+                previous = data["targets"].get(t.name)
+
+                def save(entry: dict[str, Any], t: Target = t,
+                         previous: dict[str, Any] | None = previous) -> None:
+                    """After each mutant: a run stopped half-way keeps what it found (the
+                    table says how many were left)."""
+                    entry["meta"] = meta
+                    if args.survivors:
+                        entry = merge(previous, entry, t)
+                    data["targets"][t.name] = entry
+                    args.data.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+                entry = run_target(ws, t, choose(t, args.sample, args.seed, False, only),
+                                   progress=save if args.sample is None else None)
                 entry["meta"] = meta
                 if args.survivors:
                     entry = merge(data["targets"].get(t.name), entry, t)

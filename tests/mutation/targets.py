@@ -57,8 +57,14 @@ TARGETS: tuple[Target, ...] = (
            security=("<module>", "check_uid", "check_device", "spec_path", "absent_path",
                      "host_owner", "HostNodes", "Delivery", "write_spec", "read_claim_spec",
                      "_read_node", "check_node_name")),
+    # The state file's contents: what is written and what a restart trusts. The instance and
+    # write locks around it (acquire, write_lock, holder identity) are the plugin's concurrency,
+    # judged by tests/plugin/test_state.py and test_restart.py, not rules of what a pod touches.
     Target("state", "liken_devices.plugin.state",
            ("tests/plugin/test_state_rules.py", "tests/plugin/test_state.py"),
+           functions=("<module>", "PreparedClaim", "_str", "_bool", "_number", "_list", "_dict",
+                      "parse_state", "render_state", "rebuild_from_specs", "StateStore.open",
+                      "StateStore.load", "StateStore.save", "read_state"),
            security=("<module>", "PreparedClaim.from_json", "_str", "_bool", "_number", "_list",
                      "_dict", "parse_state", "StateStore.save", "rebuild_from_specs")),
 )
