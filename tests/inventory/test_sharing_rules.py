@@ -105,7 +105,7 @@ def test_split_by_literal_cases() -> None:
         ("", "render", {"subsystem": "drm", "renderNode": True}, True),
         ("-display", "display", {"subsystem": "drm", "displayNode": True}, False)]
     # A GPU that also holds another kind, or a bare drm node: a mix, whole and exclusive.
-    for mix in ([render, misc], [card, other]):
+    for mix in ([render, misc], [card, other], [other]):
         (s,) = split(mix, False)
         assert (s.suffix, s.kind, s.extra, s.shareable) == ("", "mix", {}, False)
         assert sorted(n.name for n in s.nodes) == sorted(d.node.name for d in mix if d.node)
