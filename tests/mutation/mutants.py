@@ -14,7 +14,8 @@ of the same text in the same function: it survives edits elsewhere in the file, 
 ``tests/mutation/equivalent.json`` stay attached to their mutants.
 
 Left alone: docstrings, annotations, ``assert`` (type narrowing), imports, the messages of
-exceptions and logs (an f-string or a string inside ``raise``), ``if TYPE_CHECKING``.
+exceptions and logs (an f-string or a string inside ``raise``), the sentences the inventory's
+ledger records for ``explain`` (strings inside an ``outcome(...)`` call), ``if TYPE_CHECKING``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ SYMBOL: dict[type[ast.AST], str] = {
     ast.Mult: "*", ast.FloorDiv: "//",
 }
 LOG_CALLS = frozenset({"debug", "info", "warning", "error", "exception", "critical", "log"})
+# The inventory's ledger records each decision with a reason and a sentence for `explain`.
+MESSAGE_CALLS = frozenset({"outcome"})
 MAX_TEXT = 90  # of the before/after text in a key
 
 
@@ -147,6 +150,11 @@ class _Finder(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Attribute) and node.func.attr in LOG_CALLS:
+            return
+        if isinstance(node.func, ast.Attribute) and node.func.attr in MESSAGE_CALLS:
+            self.quiet += 1  # its strings are what `explain` says, not a rule
+            self.generic_visit(node)
+            self.quiet -= 1
             return
         self.generic_visit(node)
 
