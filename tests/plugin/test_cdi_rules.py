@@ -324,3 +324,23 @@ def test_the_plain_reading_accepts_and_refuses_both() -> None:
     good = spec(("usb-1-3", [{"path": "/dev/ttyS1", "type": "c", "major": 4, "minor": 65}]))
     assert model(good) == [Delivery("usb-1-3", (DevNode("ttyS1", "c", 4, 65),), True)]
     assert model({**good, "kind": "x"}) is None
+
+
+# -- which files are specs of ours --------------------------------------------------------------
+
+
+def test_spec_uids_names_only_our_specs(tmp_path: Path) -> None:
+    for name in [f"liken.sh-{UID}.json", f"liken.sh-{OTHER_UID}.json", "other-vendor.json",
+                 f"liken.sh-{UID}.yaml", f".liken.sh-{UID}.json.1.ab.tmp", "liken.sh-.json",
+                 "liken.sh--x.json", f"nvidia.com-{UID}.json", "liken.sh-a.json"]:
+        (tmp_path / name).write_text("{}")
+    assert cdi.spec_uids(tmp_path) == [UID, OTHER_UID]
+    assert cdi.spec_uids(tmp_path / "missing") == []
+
+
+def test_remove_spec_says_whether_there_was_one(tmp_path: Path) -> None:
+    (tmp_path / f"liken.sh-{UID}.json").write_text("{}")
+    (tmp_path / "other-vendor.json").write_text("{}")
+    assert cdi.remove_spec(tmp_path, UID) is True
+    assert cdi.remove_spec(tmp_path, UID) is False
+    assert sorted(os.listdir(tmp_path)) == ["other-vendor.json"]
