@@ -344,3 +344,9 @@ def test_remove_spec_says_whether_there_was_one(tmp_path: Path) -> None:
     assert cdi.remove_spec(tmp_path, UID) is True
     assert cdi.remove_spec(tmp_path, UID) is False
     assert sorted(os.listdir(tmp_path)) == ["other-vendor.json"]
+
+
+def test_the_host_nodes_are_read_from_dev_by_default() -> None:
+    """Without a directory given, a node's mode and owner are the host's /dev's: /dev/null is
+    character 1:3, 0666, root's on every Linux machine."""
+    assert cdi.HostNodes().owner(DevNode("null", "c", 1, 3)) == cdi.Owner(0o666, 0, 0)
