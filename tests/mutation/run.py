@@ -256,12 +256,16 @@ def floor(targets: list[Target], per_target: int, seed: int) -> int:
 
 
 def survivors_of(data: dict[str, Any], t: Target) -> set[str] | None:
-    """The keys to run again: the last full run's survivors and the mutants it never saw."""
+    """The keys to run again: the last full run's unexplained survivors and the mutants it
+    never saw (an explained survivor keeps its result)."""
     entry = data.get("targets", {}).get(t.name)
     if entry is None:
         return None
     seen = {r["key"]: r["status"] for r in entry["results"]}
-    return {m.key for m in target_mutants(t) if seen.get(m.key, "survived") == "survived"}
+    explained = load_equivalent().get(t.name, {})
+    return {m.key for m in target_mutants(t)
+            if seen.get(m.key, "survived") == "survived" and not (
+                m.key in seen and m.key in explained)}
 
 
 def merge(old: dict[str, Any] | None, new: dict[str, Any], t: Target) -> dict[str, Any]:
@@ -338,8 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="which sample (with --sample)")
     ap.add_argument("--list", action="store_true", help="print the mutants' keys and stop")
     ap.add_argument("--survivors", action="store_true",
-                    help="run again only the last run's survivors and new mutants, keeping "
-                         "its killed ones (after adding a test)")
+                    help="run again only the last run's unexplained survivors and new "
+                         "mutants, keeping the rest of its results (after adding a test)")
     ap.add_argument("--data", type=Path, default=DATA,
                     help="where the results go (default docs/quality.json)")
     ap.add_argument("--floor", type=int, metavar="N",
