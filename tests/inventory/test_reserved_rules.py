@@ -67,6 +67,12 @@ def test_role_partitions_follow_slaves_down() -> None:
     assert role_partitions(DEVS, Facts(frozenset({"loop0"}))) == {"loop0"}
 
 
+def test_a_block_node_in_a_directory_is_found_by_its_last_component() -> None:
+    devs = {d.path: d for d in [block("/devices/virtual/block/dm-3", "mapper/dm-3", ("sdy1",)),
+                                block("/devices/pci/sdy/sdy1", "disk/sdy1")]}
+    assert role_partitions(devs, Facts(frozenset({"dm-3"}))) == {"dm-3", "sdy1"}
+
+
 def test_role_partitions_of_unreadable_facts_is_none() -> None:
     assert role_partitions(DEVS, Facts(None, "facts root missing")) is None
 

@@ -350,3 +350,15 @@ def test_the_host_nodes_are_read_from_dev_by_default() -> None:
     """Without a directory given, a node's mode and owner are the host's /dev's: /dev/null is
     character 1:3, 0666, root's on every Linux machine."""
     assert cdi.HostNodes().owner(DevNode("null", "c", 1, 3)) == cdi.Owner(0o666, 0, 0)
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o661, 0o000, 0o7777])
+def test_every_permission_bit_travels_and_no_special_bit(tmp_path: Path, mode: int) -> None:
+    """fileMode is the host node's permission bits (0o777), all nine of them, never setuid,
+    setgid or sticky."""
+    path = tmp_path / "ttyUSB0"
+    os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(188, 0))
+    os.chmod(path, mode)
+    os.chown(path, 1000, 20)
+    got = cdi.host_owner(tmp_path, DevNode("ttyUSB0", "c", 188, 0))
+    assert got == cdi.Owner(mode & 0o777, 1000, 20)
