@@ -326,6 +326,35 @@ def test_the_plain_reading_accepts_and_refuses_both() -> None:
     assert model({**good, "kind": "x"}) is None
 
 
+# -- building a spec ----------------------------------------------------------------------------
+
+
+def test_an_absent_device_without_nodes_names_a_path_that_reads_back(tmp_path: Path) -> None:
+    spec_ = cdi.build_spec(UID, [Delivery("usb-1-3", (), False)], tmp_path)
+    assert spec_["devices"] == [{"name": f"{UID}-usb-1-3", "containerEdits": {
+        "deviceNodes": [{"path": f"{ABSENT}/usb-1-3/gone"}]}}]
+    assert cdi.write_spec(tmp_path / "cdi", UID, spec_)
+    assert cdi.read_claim_spec(tmp_path / "cdi", UID) == [
+        Delivery("usb-1-3", (DevNode("gone", "c", 0, 0),), False)]
+
+
+@pytest.mark.parametrize("uid", ["../x", "", "a/b", "x" * 65])
+def test_build_spec_refuses_a_bad_claim_uid(tmp_path: Path, uid: str) -> None:
+    with pytest.raises(SpecError):
+        cdi.build_spec(uid, [Delivery("usb-1-3", (DevNode("ttyS1", "c", 4, 65),), True)],
+                       tmp_path)
+
+
+def test_a_device_delivered_twice_is_one_device_of_the_spec(tmp_path: Path) -> None:
+    spec_ = cdi.build_spec(UID, [
+        Delivery("usb-1-3", (DevNode("ttyS1", "c", 4, 65),), False),
+        Delivery("usb-1-3", (DevNode("ttyS2", "c", 4, 66),), False),
+        Delivery("pnp-00-01", (DevNode("ttyS3", "c", 4, 67),), False)], tmp_path)
+    assert [(d["name"], d["containerEdits"]["deviceNodes"]) for d in spec_["devices"]] == [
+        (f"{UID}-pnp-00-01", [{"path": f"{ABSENT}/pnp-00-01/ttyS3"}]),
+        (f"{UID}-usb-1-3", [{"path": f"{ABSENT}/usb-1-3/ttyS1"}])]
+
+
 # -- which files are specs of ours --------------------------------------------------------------
 
 

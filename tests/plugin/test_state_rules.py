@@ -132,6 +132,10 @@ REFUSED: dict[str, bytes] = {
                                b' "preparedAt": 1e400}}}' % UID.encode(),
     "a time that is a boolean": state((UID, claim(preparedAt=True))),
     "rebuilt a string": state((UID, claim(rebuilt="yes"))),
+    "a node that is a string": state((UID, claim(nodes={"a": ["x"]}))),
+    "a node name that is a number": state((UID, claim(nodes={"a": [[5, "c", 1, 2]]}))),
+    "the nodes of a device not a list": state((UID, claim(nodes={"a": "x"}))),
+    "USB interfaces not a list": state((UID, claim(usbInterfaces="1-3:1.0"))),
 }
 
 
@@ -181,6 +185,10 @@ MESSAGES: dict[str, str] = {
     'present a number': '1 is not true or false',
     'present of a bad device': "device name 'A_b' is not a DNS label",
     'rebuilt a string': "'yes' is not true or false",
+    'a node that is a string': "a node is not a list",
+    'a node name that is a number': "a node name is not a string",
+    'the nodes of a device not a list': "the nodes of a is not a list",
+    'USB interfaces not a list': "usbInterfaces is not a list",
     'requests a string': 'requests is not a list',
     'version 2': 'state version 2, want 1',
     'version as a string': "state version '1', want 1",
