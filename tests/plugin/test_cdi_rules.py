@@ -338,6 +338,12 @@ def test_an_absent_device_without_nodes_names_a_path_that_reads_back(tmp_path: P
         Delivery("usb-1-3", (DevNode("gone", "c", 0, 0),), False)]
 
 
+def test_build_spec_refuses_a_claim_without_devices(tmp_path: Path) -> None:
+    """The CDI specification: a spec holds at least one device."""
+    with pytest.raises(SpecError, match="no device"):
+        cdi.build_spec(UID, [], tmp_path)
+
+
 @pytest.mark.parametrize("uid", ["../x", "", "a/b", "x" * 65])
 def test_build_spec_refuses_a_bad_claim_uid(tmp_path: Path, uid: str) -> None:
     with pytest.raises(SpecError):

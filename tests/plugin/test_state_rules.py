@@ -72,6 +72,12 @@ def test_absent_optional_fields_take_their_defaults() -> None:
             got.prepared_at, got.rebuilt) == ("", [], {}, {}, [], 0.0, False)
 
 
+def test_the_smallest_numbers_are_kept() -> None:
+    """0:0 is a number like any other (a node read back from an absent device's spec is c 0:0)."""
+    got = parse_state(state((UID, claim(nodes={"usb-1-3": [["gone", "c", 0, 0]]}))))[UID]
+    assert got.nodes == {"usb-1-3": [DevNode("gone", "c", 0, 0)]}
+
+
 def test_the_largest_numbers_and_longest_names_are_kept() -> None:
     got = parse_state(state((UID, claim(
         namespace="n" * 253, nodes={"a" * 63: [["x", "b", 4294967295, 4294967295]]},
