@@ -76,3 +76,17 @@ def test_the_kernels_spellings_of_a_partition(tmp_path: Path) -> None:
     names = ["nvme0n1p3", "mmcblk0p2", "dm-0", "cciss!c0d0p1", "md127", "sr0", "a_b.c+d:e"]
     got = read_facts(facts(tmp_path, {f"r{i}": n.encode() for i, n in enumerate(names)}))
     assert got.role_partitions == frozenset(names)
+
+
+def test_a_storage_or_role_that_is_a_file_is_named_so(tmp_path: Path) -> None:
+    (tmp_path / "a" / "facts").mkdir(parents=True)
+    (tmp_path / "a" / "facts" / "storage").write_text("root\n")
+    got = read_facts(tmp_path / "a" / "facts")
+    assert got.role_partitions is None
+    assert got.error is not None and got.error.endswith("storage is not a directory")
+    root = facts(tmp_path / "b", {})
+    (root / "storage" / "root").write_text("sda1\n")
+    got = read_facts(root)
+    assert got.role_partitions is None
+    assert got.error is not None and got.error.startswith("storage role ") \
+        and got.error.endswith("root is not a directory")
