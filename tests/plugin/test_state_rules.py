@@ -298,3 +298,22 @@ def test_any_state_loads_exactly_when_the_plain_reading_says(doc: Any) -> None:
             parse_state(raw)
     else:
         assert set(parse_state(raw)) == expected
+
+
+def test_open_removes_the_specs_of_claims_nobody_knows(tmp_path: Path) -> None:
+    """A spec whose claim the (readable) state does not hold is a prepare that never finished:
+    the start removes it; the specs of known claims and other vendors' files stay."""
+    other = "1f8fad5b-d9cb-469f-a165-70867728950e"
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "claims.json").write_bytes(state((UID, claim())))
+    cdi_dir = tmp_path / "cdi"
+    cdi_dir.mkdir()
+    for name in (f"liken.sh-{UID}.json", f"liken.sh-{other}.json", "other-vendor.json"):
+        (cdi_dir / name).write_text("{}")
+    store = StateStore(tmp_path / "state", cdi_dir, "node-1")
+    store.open()
+    try:
+        assert list(store.claims) == [UID]
+    finally:
+        store.release()
+    assert sorted(os.listdir(cdi_dir)) == ["liken.sh-" + UID + ".json", "other-vendor.json"]
