@@ -141,6 +141,9 @@ REFUSED: dict[str, Any] = {
         {"name": f"{OTHER_UID}-usb-1-3",
          "containerEdits": {"deviceNodes": [present("/dev/ttyS1")]}}]},
     "a device name that is not a DNS label": spec(("Usb_1", [present("/dev/ttyS1")])),
+    "a device name without the dash after the UID": {**spec(), "devices": [
+        {"name": f"{UID}xusb-1-3",
+         "containerEdits": {"deviceNodes": [present("/dev/ttyS1")]}}]},
     "a device without edits": {**spec(), "devices": [{"name": f"{UID}-usb-1-3"}]},
     "edits that are a list": {**spec(), "devices": [
         {"name": f"{UID}-usb-1-3", "containerEdits": [present("/dev/ttyS1")]}]},

@@ -317,3 +317,22 @@ def test_open_removes_the_specs_of_claims_nobody_knows(tmp_path: Path) -> None:
     finally:
         store.release()
     assert sorted(os.listdir(cdi_dir)) == ["liken.sh-" + UID + ".json", "other-vendor.json"]
+
+
+def test_claims_rebuilt_from_the_specs_are_saved(tmp_path: Path) -> None:
+    """No state file but a readable spec: the claim is rebuilt and the state written at once,
+    so the next start reads it rather than rebuilding again."""
+    cdi_dir = tmp_path / "cdi"
+    cdi_dir.mkdir()
+    (cdi_dir / f"liken.sh-{UID}.json").write_text(json.dumps({
+        "cdiVersion": "0.5.0", "kind": "liken.sh/device", "devices": [
+            {"name": f"{UID}-usb-1-3", "containerEdits": {"deviceNodes": [
+                {"path": "/dev/.liken.sh-absent/usb-1-3/ttyS1"}]}}]}))
+    store = StateStore(tmp_path / "state", cdi_dir, "node-1")
+    store.open()
+    try:
+        assert store.claims[UID].rebuilt
+    finally:
+        store.release()
+    saved = parse_state((tmp_path / "state" / "claims.json").read_bytes())
+    assert list(saved) == [UID] and saved[UID].rebuilt and saved[UID].pool == "node-1"

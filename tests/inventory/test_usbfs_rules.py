@@ -1,0 +1,59 @@
+"""Which claim holds a USB device's usbfs node, case by case (seed, "USB devices", "Bluetooth
+adapters"; decisions, "No usbfs for a USB device the machine depends on").
+
+Every driven interface delivers its device's usbfs node, unless the machine depends on the
+device (an interface holds a storage role's partition, any block device while the facts are
+unreadable, or the console); a Bluetooth adapter is a btusb interface with its hci registered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, build_inventory
+from liken_devices.sysfs.reader import read_sysfs
+from tests.support.sysfs_builder import SysfsBuilder
+
+
+def scan(b: SysfsBuilder, roles: frozenset[str] | None = frozenset()) -> Inventory:
+    facts = Facts(roles, None if roles is not None else "unreadable")
+    return build_inventory(read_sysfs(b.root), Context(facts, MachineSpec()))
+
+
+def paths(inv: Inventory) -> dict[str, list[str]]:
+    return {d.name: [n.path for n in d.nodes] for d in inv.devices}
+
+
+def test_with_facts_unreadable_a_device_without_block_nodes_keeps_its_usbfs_node(
+        tmp_path: Path) -> None:
+    b = SysfsBuilder(tmp_path / "sys")
+    usb = b.usb_device("1-2", devnum=4)
+    iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+    b.node(iface, "hidraw", "hidraw0", 240, 0, subdir="hidraw")
+    assert paths(scan(b, roles=None)) == {
+        "usb-1-2-1-0": ["/dev/hidraw0", "/dev/bus/usb/001/004"]}
+
+
+def test_a_btusb_device_before_its_hci_registers_is_no_bluetooth_adapter(tmp_path: Path) -> None:
+    """No hci yet: no Bluetooth device (no uinput, no event numbers); its interfaces publish
+    as any driven interface with nothing of their own."""
+    b = SysfsBuilder(tmp_path / "sys")
+    usb = b.usb_device("1-8", devnum=3, vendor="8087", product="0026")
+    b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+    b.usb_interface(usb, "1.1", driver="btusb", cls=0xE0)
+    inv = scan(b)
+    assert not any(n.name == "uinput" for d in inv.devices for n in d.nodes)
+    assert [d.name for d in inv.devices if d.kind == "bluetooth"] == []
+
+
+def test_the_adapter_is_the_btusb_interface_with_the_hci(tmp_path: Path) -> None:
+    """The hci may sit under the second btusb interface: that one is the adapter, the other
+    is folded into it."""
+    b = SysfsBuilder(tmp_path / "sys")
+    usb = b.usb_device("1-8", devnum=3, vendor="8087", product="0026")
+    b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+    radio = b.usb_interface(usb, "1.1", driver="btusb", cls=0xE0)
+    b.device(radio, "hci0", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth")
+    inv = scan(b)
+    assert [(d.name, d.kind) for d in inv.devices] == [("usb-1-8-1-1", "bluetooth")]
+    assert paths(inv)["usb-1-8-1-1"][:2] == ["/dev/bus/usb/001/003", "/dev/uinput"]
