@@ -336,3 +336,23 @@ def test_claims_rebuilt_from_the_specs_are_saved(tmp_path: Path) -> None:
         store.release()
     saved = parse_state((tmp_path / "state" / "claims.json").read_bytes())
     assert list(saved) == [UID] and saved[UID].rebuilt and saved[UID].pool == "node-1"
+    # What the spec does not hold stays unknown: no namespace, no name.
+    assert (saved[UID].namespace, saved[UID].name) == ("", "")
+
+
+def test_a_corrupt_state_is_kept_aside_and_an_empty_one_written(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "claims.json").write_bytes(b"{not json")
+    store = StateStore(tmp_path / "state", tmp_path / "cdi", "node-1")
+    store.open()
+    store.release()
+    names = sorted(os.listdir(tmp_path / "state"))
+    assert "claims.json" in names and any(n.startswith("claims.json.bad-") for n in names)
+    assert parse_state((tmp_path / "state" / "claims.json").read_bytes()) == {}
+
+
+def test_a_first_start_writes_no_state(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state", tmp_path / "cdi", "node-1")
+    store.open()
+    store.release()
+    assert not (tmp_path / "state" / "claims.json").exists()
