@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, build_inventory
+from liken_devices.inventory import (
+    Context,
+    Facts,
+    Inventory,
+    MachineSpec,
+    SerioEntry,
+    build_inventory,
+)
+from liken_devices.inventory.model import Reason
 from liken_devices.sysfs.reader import read_sysfs
 from tests.support.sysfs_builder import SysfsBuilder
 
@@ -57,3 +65,19 @@ def test_the_adapter_is_the_btusb_interface_with_the_hci(tmp_path: Path) -> None
     inv = scan(b)
     assert [(d.name, d.kind) for d in inv.devices] == [("usb-1-8-1-1", "bluetooth")]
     assert paths(inv)["usb-1-8-1-1"][:2] == ["/dev/bus/usb/001/003", "/dev/uinput"]
+
+
+def test_a_serio_adapters_interfaces_wait_for_their_driver_as_unclaimed(tmp_path: Path) -> None:
+    """The machine's adapter publishes nothing before its driver binds; its interfaces are
+    hardware with no driver (seed, "Hardware that is not published"), the device is the
+    machine's."""
+    b = SysfsBuilder(tmp_path / "sys")
+    usb = b.usb_device("1-5", devnum=6, vendor="2548", product="1002")
+    b.usb_interface(usb, "1.0", cls=2)
+    b.usb_interface(usb, "1.1", cls=0x0A)
+    machine = MachineSpec(serio=(SerioEntry("pulse8-cec", "2548", "1002"),))
+    inv = build_inventory(read_sysfs(b.root), Context(Facts(frozenset()), machine))
+    assert inv.devices == ()
+    assert sorted(u.address for u in inv.unclaimed) == ["1-5:1.0", "1-5:1.1"]
+    assert {o.address: o.reason for o in inv.outcomes if o.address.startswith("1-5")} == {
+        "1-5": Reason.ONLY_RESERVED, "1-5:1.0": Reason.NO_DRIVER, "1-5:1.1": Reason.NO_DRIVER}
