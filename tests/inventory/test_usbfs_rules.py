@@ -81,3 +81,15 @@ def test_a_serio_adapters_interfaces_wait_for_their_driver_as_unclaimed(tmp_path
     assert sorted(u.address for u in inv.unclaimed) == ["1-5:1.0", "1-5:1.1"]
     assert {o.address: o.reason for o in inv.outcomes if o.address.startswith("1-5")} == {
         "1-5": Reason.ONLY_RESERVED, "1-5:1.0": Reason.NO_DRIVER, "1-5:1.1": Reason.NO_DRIVER}
+
+
+def test_an_undriven_interface_beside_a_driven_one_is_unclaimed(tmp_path: Path) -> None:
+    b = SysfsBuilder(tmp_path / "sys")
+    usb = b.usb_device("1-2", devnum=4)
+    iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+    b.node(iface, "hidraw", "hidraw0", 240, 0, subdir="hidraw")
+    b.usb_interface(usb, "1.1", cls=0xFF)
+    inv = scan(b)
+    assert paths(inv) == {"usb-1-2-1-0": ["/dev/hidraw0", "/dev/bus/usb/001/004"]}
+    assert [u.address for u in inv.unclaimed] == ["1-2:1.1"]
+    assert [o.reason for o in inv.outcomes if o.address == "1-2:1.1"] == [Reason.NO_DRIVER]
