@@ -356,3 +356,17 @@ def test_a_first_start_writes_no_state(tmp_path: Path) -> None:
     store.open()
     store.release()
     assert not (tmp_path / "state" / "claims.json").exists()
+
+
+def test_open_without_the_sweep_leaves_every_spec(tmp_path: Path) -> None:
+    """A start told not to sweep (the plugin's ``sweep_orphans`` setting off) removes no
+    spec."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "claims.json").write_bytes(state())
+    cdi_dir = tmp_path / "cdi"
+    cdi_dir.mkdir()
+    (cdi_dir / f"liken.sh-{UID}.json").write_text("{}")
+    store = StateStore(tmp_path / "state", cdi_dir, "node-1")
+    store.open(sweep_orphans=False)
+    store.release()
+    assert os.listdir(cdi_dir) == [f"liken.sh-{UID}.json"]
