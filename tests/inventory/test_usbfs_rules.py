@@ -19,6 +19,7 @@ from liken_devices.inventory import (
     build_inventory,
 )
 from liken_devices.inventory.model import Reason
+from liken_devices.sysfs.model import Snapshot, SysDevice
 from liken_devices.sysfs.reader import read_sysfs
 from tests.support.sysfs_builder import SysfsBuilder
 
@@ -93,3 +94,15 @@ def test_an_undriven_interface_beside_a_driven_one_is_unclaimed(tmp_path: Path) 
     assert paths(inv) == {"usb-1-2-1-0": ["/dev/hidraw0", "/dev/bus/usb/001/004"]}
     assert [u.address for u in inv.unclaimed] == ["1-2:1.1"]
     assert [o.reason for o in inv.outcomes if o.address == "1-2:1.1"] == [Reason.NO_DRIVER]
+
+
+def test_a_driverless_device_without_a_usbfs_node_publishes_nothing_and_says_so() -> None:
+    usb = "/devices/pci0000:00/0000:00:14.0/usb1/1-3"
+    snap = Snapshot({
+        usb: SysDevice(usb, "usb", "usb", {"DEVTYPE": "usb_device"},
+                       {"idVendor": b"1234", "idProduct": b"5678"}),
+        f"{usb}/1-3:1.0": SysDevice(f"{usb}/1-3:1.0", "usb", None,
+                                    {"DEVTYPE": "usb_interface", "INTERFACE": "255/0/0"})}, ())
+    inv = build_inventory(snap, Context(Facts(frozenset()), MachineSpec()))
+    assert inv.devices == ()
+    assert [o.reason for o in inv.outcomes if o.address == "1-3"] == [Reason.NO_NODE]
