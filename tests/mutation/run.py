@@ -313,7 +313,7 @@ def render(name: str, entry: dict[str, Any] | None,
              f"| {total} | {killed} | {score:.1f} % | {explained} | "
              f"{len(survivors) - explained} |", ""]
     if survivors:
-        lines += ["| line | mutant | rule | why it changes no behaviour |",
+        lines += ["| line | mutant | rule | why it is no gap: no behaviour a rule states changes |",
                   "| ---: | --- | :---: | --- |"]
         for s in sorted(survivors, key=lambda s: (s["line"], s["key"])):
             why = reasons.get(s["key"], "**unexplained**")
