@@ -191,6 +191,9 @@ PATHS: dict[str, tuple[str, bool] | None] = {
     "/dev/bus/usb/001/005": ("bus/usb/001/005", True),
     "/dev/input/event31": ("input/event31", True),
     "/etc/shadow": None,
+    "/run/secrets": None,
+    "/tmp/ttyS1": None,
+    "/sys/x/ttyS1": None,
     "/dev/../etc/shadow": None,
     "/dev//ttyS1": None,
     "/dev/": None,
@@ -276,7 +279,9 @@ def spec_doc(draw: Any) -> Any:
 def one_wrong(draw: Any) -> Any:
     """A spec valid but for one field, drawn from the labelled hostile values: each refusal is
     met with everything else right, so a reader that drops one check reads the spec."""
-    is_present = draw(st.booleans())
+    wrong = draw(st.sampled_from(["none", "path", "type", "major", "minor", "mixed", "name"]))
+    # Type and numbers matter only for a present node.
+    is_present = wrong in ("type", "major", "minor") or draw(st.booleans())
     paths = [p for p in GOOD_PATHS if PATHS[p][1] is is_present]  # type: ignore[index]
     nodes = [{"path": draw(st.sampled_from(paths)), "type": draw(st.sampled_from(["c", "b"])),
               "major": draw(st.sampled_from([0, 4, 2**32 - 1])),
@@ -285,7 +290,6 @@ def one_wrong(draw: Any) -> Any:
     doc: dict[str, Any] = {"cdiVersion": "0.5.0", "kind": "liken.sh/device", "devices": [
         {"name": f"{UID}-usb-1-3", "containerEdits": {"deviceNodes": nodes}}]}
     node = draw(st.sampled_from(nodes))
-    wrong = draw(st.sampled_from(["none", "path", "type", "major", "minor", "mixed", "name"]))
     if wrong == "path":
         node["path"] = draw(st.sampled_from(BAD_PATHS))
     elif wrong == "type":
