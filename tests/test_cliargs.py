@@ -112,8 +112,14 @@ def test_an_accepted_node_name_makes_a_valid_slice_name(name: str) -> None:
     from liken_devices.slices.validate import is_dns_subdomain
 
     for driver in ("liken.sh", MEDIA):
-        if check_node_name(name, driver) is None:
-            assert is_dns_subdomain(name) and is_dns_subdomain(f"{name}-{driver}")
+        # The rule both ways (a Node's name is a DNS subdomain of labels of at most 63
+        # characters, short enough for the slice's name <node>-<driver>), judged by the slice
+        # validator and the numbers, not by the check itself.
+        rule = is_dns_subdomain(name) and len(name) <= 253 - len(f"-{driver}") \
+            and all(len(label) <= 63 for label in name.split("."))
+        assert (check_node_name(name, driver) is None) == rule, (name, driver)
+        if rule:
+            assert is_dns_subdomain(f"{name}-{driver}")
         else:
             with pytest.raises(InputError):
                 node_name(name, {}, "h", driver)

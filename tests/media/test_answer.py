@@ -46,6 +46,8 @@ LAWFUL = ("\x1b", "\u202e", "\u2028", "\n", "\r", "\x00")
 
 
 def expected_text(raw: bytes, limit: int) -> str:
+    # The reader shows a message through terminal.clean, whose rule tests/test_terminal.py states
+    # independently.
     return clean(raw.decode("utf-8", errors="replace"), limit)
 
 

@@ -32,10 +32,11 @@ from liken_devices.plugin.gen import (
     dra_v1beta1_pb2_grpc,
 )
 from liken_devices.plugin.server import MAX_CLAIMS
-from liken_devices.plugin.state import STATE_FILE, StateError, parse_state
+from liken_devices.plugin.state import STATE_FILE
 from tests.support.fakeapi import FakeApiServer
 from tests.support.hostile import assert_fails_closed, examples, run_cli
 
+from . import cdi_model, state_model
 from .conftest import NODE, cdi_files, new_claim
 from .process import Node
 
@@ -172,18 +173,16 @@ def test_any_state_file_starts_the_plugin_and_claims_fails_closed(tree: Node) ->
             outside = base / "outside.json"
             outside.write_text("keep")
             _make(cdi_dir, entries, outside)
-            # What the specs on disk name before the start.
+            # What the specs on disk name before the start, and which claims the state file
+            # holds, by the plain readings of tests/plugin/cdi_model.py and state_model.py (never
+            # the plugin's own readers: a weakened reader would agree with itself).
             readable = {}
-            for uid in cdi.spec_uids(cdi_dir):
-                try:
-                    cdi.read_claim_spec(cdi_dir, uid)
-                    readable[uid] = read_bounded(cdi.spec_path(cdi_dir, uid), 1 << 22)
-                except (OSError, cdi.SpecError):
-                    pass
-            try:
-                before: dict[str, Any] | None = parse_state(raw)
-            except StateError:
-                before = None
+            for name in entries:
+                uid = name.removeprefix("liken.sh-").removesuffix(".json")
+                if name.startswith("liken.sh-") and uid in UIDS \
+                        and cdi_model.read_spec(cdi_dir / name, uid) is not None:
+                    readable[uid] = (cdi_dir / name).read_bytes()
+            before = state_model.read_state(raw)
 
             common = [*tree.common()[:8], "--node", NODE, "--state-dir", str(state_dir)]
             listed = run_cli(["claims", *common, "-o", "json"])
@@ -203,7 +202,7 @@ def test_any_state_file_starts_the_plugin_and_claims_fails_closed(tree: Node) ->
                     assert read_bounded(cdi.spec_path(cdi_dir, uid), 1 << 22) == body
             saved = state_dir / STATE_FILE
             if saved.exists() and not saved.is_symlink() and saved.is_file():
-                assert set(parse_state(saved.read_bytes())) == uids
+                assert state_model.read_state(saved.read_bytes()) == uids
             assert outside.read_text() == "keep"
             assert not any(n.endswith(".tmp") for n in os.listdir(cdi_dir))
 
@@ -274,7 +273,7 @@ def test_hostile_requests_are_answered_in_band(api: FakeApiServer, node: Node) -
         k.close()
         state = node.state / STATE_FILE
         if state.exists():
-            parse_state(state.read_bytes())
+            assert state_model.read_state(state.read_bytes()) is not None
     finally:
         channel.close()
     assert node.terminate() == 0, (node.root / "plugin.log").read_text()[-2000:]

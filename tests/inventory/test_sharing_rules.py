@@ -1,0 +1,126 @@
+"""Sharing (seed, "Sharing"; decisions, "GPU split"), each published attribute stated literally.
+
+A GPU splits into its render node (the one shareable device, ``subsystem: "drm"``,
+``renderNode: true``), its card node (``-display``, exclusive, ``subsystem: "drm"``,
+``displayNode: true``), its i2c buses and DP AUX channels (each with its own subsystem); a
+device with one kind of node publishes it with that subsystem; any other mix is published whole,
+exclusive and without subsystem. A device a matcher selects by ``subsystem`` must carry it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, build_inventory
+from liken_devices.inventory.sharing import split
+from liken_devices.sysfs.model import DevNode, SysDevice
+from liken_devices.sysfs.reader import read_sysfs
+from tests.support.sysfs_builder import SysfsBuilder
+
+
+@pytest.fixture
+def b(tmp_path: Path) -> SysfsBuilder:
+    return SysfsBuilder(tmp_path / "sys")
+
+
+def scan(b: SysfsBuilder) -> Inventory:
+    return build_inventory(read_sysfs(b.root), Context(Facts(frozenset()), MachineSpec()))
+
+
+def published(inv: Inventory) -> dict[str, tuple[bool, dict[str, object], list[str]]]:
+    """name -> (shareable, the sharing attributes, node paths)."""
+    keys = ("subsystem", "renderNode", "displayNode", "sound.liken.sh/supportsSound")
+    return {d.name: (d.shareable, {k: d.attributes[k] for k in keys if k in d.attributes},
+                     [n.path for n in d.nodes]) for d in inv.devices}
+
+
+def test_the_display_half_is_drm_exclusive_and_a_display_node(b: SysfsBuilder) -> None:
+    b.gpu()
+    assert published(scan(b)) == {
+        "pci-0000-00-02-0": (True, {"subsystem": "drm", "renderNode": True},
+                             ["/dev/dri/renderD128"]),
+        "pci-0000-00-02-0-display": (False, {"subsystem": "drm", "displayNode": True},
+                                     ["/dev/dri/card0"]),
+    }
+
+
+def test_a_gpu_with_only_a_render_node_is_still_the_shared_render_device(
+        b: SysfsBuilder) -> None:
+    gpu = b.pci("0000:00:02.0", driver="i915", cls=0x030000)
+    b.node(gpu, "drm", "renderD128", 226, 128, devname="dri/renderD128", subdir="drm")
+    assert published(scan(b)) == {
+        "pci-0000-00-02-0": (True, {"subsystem": "drm", "renderNode": True},
+                             ["/dev/dri/renderD128"]),
+    }
+
+
+def test_a_gpus_legacy_control_node_is_display_authority(b: SysfsBuilder) -> None:
+    gpu = b.gpu(render=None)
+    b.node(gpu, "drm", "controlD64", 226, 64, devname="dri/controlD64", subdir="drm")
+    assert published(scan(b)) == {
+        "pci-0000-00-02-0-display": (False, {"subsystem": "drm", "displayNode": True},
+                                     ["/dev/dri/card0", "/dev/dri/controlD64"]),
+    }
+
+
+def test_i2c_and_dp_aux_publish_with_their_own_subsystem(b: SysfsBuilder) -> None:
+    gpu = b.gpu(render=None)
+    b.node(gpu, "i2c-dev", "i2c-3", 89, 3, subdir="i2c-3/i2c-dev")
+    aux = b.device(gpu, "card0-DP-1", "drm", subdir="drm/card0")
+    b.node(aux, "drm_dp_aux_dev", "drm_dp_aux0", 237, 0)
+    got = published(scan(b))
+    assert got["pci-0000-00-02-0-i2c-dev"] == (False, {"subsystem": "i2c-dev"}, ["/dev/i2c-3"])
+    assert got["pci-0000-00-02-0-drm-dp-aux-dev"] == (False, {"subsystem": "drm_dp_aux_dev"},
+                                                      ["/dev/drm_dp_aux0"])
+    assert got["pci-0000-00-02-0-display"][:2] == (False, {"subsystem": "drm",
+                                                           "displayNode": True})
+
+
+def test_a_sound_card_is_one_exclusive_sound_device(b: SysfsBuilder) -> None:
+    b.hda(jacks=1)
+    assert published(scan(b)) == {
+        "pci-0000-00-1f-3": (False, {"subsystem": "sound", "sound.liken.sh/supportsSound": True},
+                             ["/dev/input/event20", "/dev/snd/controlC0", "/dev/snd/pcmC0D0p"]),
+    }
+
+
+def _dev(path: str, subsystem: str | None, name: str, major: int, minor: int) -> SysDevice:
+    return SysDevice(path=path, subsystem=subsystem, driver=None, props={},
+                     node=DevNode(name, "c", major, minor))
+
+
+def test_split_by_literal_cases() -> None:
+    """The function itself, on hand-made devices: one case per branch."""
+    gpu = "/devices/pci0000:00/0000:00:02.0/drm"
+    render = _dev(f"{gpu}/renderD128", "drm", "dri/renderD128", 226, 128)
+    card = _dev(f"{gpu}/card0", "drm", "dri/card0", 226, 0)
+    other = _dev(f"{gpu}/x", "drm", "dri/by-path", 226, 200)  # drm, neither render nor card
+    misc = _dev("/devices/pci0000:00/0000:00:02.0/misc/accel0", "misc", "accel0", 10, 99)
+    tty = _dev("/devices/platform/serial8250/tty/ttyS0", "tty", "ttyS0", 4, 64)
+    nameless = _dev("/devices/platform/x/y", None, "y", 240, 0)
+
+    assert [(s.suffix, s.kind, s.extra, s.shareable) for s in split([card, render], False)] == [
+        ("", "render", {"subsystem": "drm", "renderNode": True}, True),
+        ("-display", "display", {"subsystem": "drm", "displayNode": True}, False)]
+    # A GPU that also holds another kind, or a bare drm node: a mix, whole and exclusive.
+    for mix in ([render, misc], [card, other], [other]):
+        (s,) = split(mix, False)
+        assert (s.suffix, s.kind, s.extra, s.shareable) == ("", "mix", {}, False)
+        assert sorted(n.name for n in s.nodes) == sorted(d.node.name for d in mix if d.node)
+    (s,) = split([tty], False)
+    assert (s.suffix, s.kind, s.extra, s.shareable) == ("", "tty", {"subsystem": "tty"}, False)
+    (s,) = split([nameless], False)
+    assert (s.kind, s.extra) == ("unknown", {"subsystem": "unknown"})
+    (s,) = split([tty, misc], False)
+    assert (s.suffix, s.kind, s.extra, s.shareable) == ("", "mix", {}, False)
+    assert [n.name for n in s.nodes] == ["accel0", "ttyS0"]
+    # A serial-line adapter: one device per kind, suffixed, each exclusive.
+    got = [(s.suffix, s.kind, s.extra, s.shareable) for s in split([tty, misc], True)]
+    assert got == [("-misc", "misc", {"subsystem": "misc"}, False),
+                   ("-tty", "tty", {"subsystem": "tty"}, False)]
+    # A suffix is part of a DNS label: a kind's "_" becomes "-" (decisions, "Names").
+    aux = _dev("/devices/platform/x/aux0", "drm_dp_aux_dev", "drm_dp_aux0", 237, 0)
+    assert [(s.suffix, s.kind) for s in split([aux, tty], True)] == [
+        ("-drm-dp-aux-dev", "drm_dp_aux_dev"), ("-tty", "tty")]

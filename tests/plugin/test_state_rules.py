@@ -1,0 +1,372 @@
+"""The state file's rules, each with its expected answer written out (docs/plugin.md, "State").
+
+``claims.json`` is written 0600 in a 0700 directory (claim names and namespaces are root's
+business), and read back as hostile input: every field is checked, and a file that breaks any
+rule is refused whole (the plugin then rebuilds from the CDI specs). The fuzz test's oracle is
+tests/plugin/state_model.py, a plain second reading that never calls the parser it judges.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from liken_devices.plugin.state import (
+    PreparedClaim,
+    PreparedDevice,
+    StateError,
+    StateStore,
+    parse_state,
+    render_state,
+)
+from liken_devices.sysfs.model import DevNode
+from tests.support.hostile import examples
+
+from . import state_model
+
+UID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+
+def claim(**fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "namespace": "ns", "name": "c", "pool": "node-1",
+        "devices": [{"name": "usb-1-3", "requests": ["req"], "shareID": "s1"}],
+        "nodes": {"usb-1-3": [["bus/usb/001/005", "c", 189, 4]]},
+        "present": {"usb-1-3": True}, "usbInterfaces": ["1-3:1.0", "1-2.4.1:1.2"],
+        "preparedAt": 1700000000.5}
+    base.update(fields)
+    return {k: v for k, v in base.items() if v is not DROP}
+
+
+DROP = object()
+
+
+def state(*claims: tuple[str, Any], version: Any = 1) -> bytes:
+    return json.dumps({"version": version, "claims": dict(claims)}).encode()
+
+
+def test_a_full_claim_reads_back_field_by_field() -> None:
+    got = parse_state(state((UID, claim(rebuilt=True))))
+    assert list(got) == [UID]
+    c = got[UID]
+    assert (c.uid, c.namespace, c.name, c.pool) == (UID, "ns", "c", "node-1")
+    assert [(d.name, d.requests, d.share_id) for d in c.devices] == [("usb-1-3", ["req"], "s1")]
+    assert c.nodes == {"usb-1-3": [DevNode("bus/usb/001/005", "c", 189, 4)]}
+    assert c.present == {"usb-1-3": True}
+    assert c.usb_interfaces == ["1-3:1.0", "1-2.4.1:1.2"]
+    assert c.prepared_at == 1700000000.5 and c.rebuilt is True
+
+
+def test_absent_optional_fields_take_their_defaults() -> None:
+    got = parse_state(state((UID, {"namespace": "ns", "name": "c"})))[UID]
+    assert (got.pool, got.devices, got.nodes, got.present, got.usb_interfaces,
+            got.prepared_at, got.rebuilt) == ("", [], {}, {}, [], 0.0, False)
+
+
+def test_the_smallest_numbers_are_kept() -> None:
+    """0:0 is a number like any other (a node read back from an absent device's spec is c 0:0)."""
+    got = parse_state(state((UID, claim(nodes={"usb-1-3": [["gone", "c", 0, 0]]}))))[UID]
+    assert got.nodes == {"usb-1-3": [DevNode("gone", "c", 0, 0)]}
+
+
+def test_the_largest_numbers_and_longest_names_are_kept() -> None:
+    got = parse_state(state((UID, claim(
+        namespace="n" * 253, nodes={"a" * 63: [["x", "b", 4294967295, 4294967295]]},
+        devices=[{"name": "a" * 63, "requests": []}], present={}, usbInterfaces=[
+            "123-1.2.3.4.5.6.7:123.123"]))))[UID]
+    assert got.namespace == "n" * 253
+    assert got.nodes == {"a" * 63: [DevNode("x", "b", 4294967295, 4294967295)]}
+    assert got.usb_interfaces == ["123-1.2.3.4.5.6.7:123.123"]
+
+
+REFUSED: dict[str, bytes] = {
+    "version 2": state((UID, claim()), version=2),
+    "version missing": json.dumps({"claims": {}}).encode(),
+    "version as a string": state((UID, claim()), version="1"),
+    "claims missing": json.dumps({"version": 1}).encode(),
+    "claims a list": json.dumps({"version": 1, "claims": []}).encode(),
+    "a list": json.dumps([1]).encode(),
+    "not UTF-8": b'{"version": 1, "claims": {"\xff": 1}}',
+    "nested too deep": b"[" * 100_000 + b"]" * 100_000,
+    "a UID with a slash": state(("../x", claim())),
+    "a UID with a trailing dash": state(("abc-", claim())),
+    "a claim that is a list": state((UID, [])),
+    "no namespace": state((UID, claim(namespace=DROP))),
+    "no name": state((UID, claim(name=DROP))),
+    "a namespace of 254": state((UID, claim(namespace="n" * 254))),
+    "a name with a newline": state((UID, claim(name="c\n"))),
+    "a name with an escape": state((UID, claim(name="c\x1b[2J"))),
+    "a pool that is a number": state((UID, claim(pool=1))),
+    "devices an object": state((UID, claim(devices={}))),
+    "a device that is a string": state((UID, claim(devices=["usb-1-3"]))),
+    "a device name not a DNS label": state((UID, claim(devices=[{"name": "Usb_1"}]))),
+    "a device without a name": state((UID, claim(devices=[{"requests": []}]))),
+    "requests a string": state((UID, claim(devices=[{"name": "a", "requests": "req"}]))),
+    "a request that is a number": state((UID, claim(devices=[{"name": "a", "requests": [1]}]))),
+    "a share ID that is a number": state((UID, claim(devices=[{"name": "a", "shareID": 5}]))),
+    "nodes a list": state((UID, claim(nodes=[]))),
+    "a node of three fields": state((UID, claim(nodes={"a": [["x", "c", 1]]}))),
+    "a node of five fields": state((UID, claim(nodes={"a": [["x", "c", 1, 2, 3]]}))),
+    "a node type p": state((UID, claim(nodes={"a": [["x", "p", 1, 2]]}))),
+    "a node name that leaves /dev": state((UID, claim(nodes={"a": [["../etc/shadow", "c", 1,
+                                                                    2]]}))),
+    "an absolute node name": state((UID, claim(nodes={"a": [["/etc/shadow", "c", 1, 2]]}))),
+    "a node name with a space": state((UID, claim(nodes={"a": [["tty S1", "c", 1, 2]]}))),
+    "a negative major": state((UID, claim(nodes={"a": [["x", "c", -1, 2]]}))),
+    "a minor of 2^32": state((UID, claim(nodes={"a": [["x", "c", 1, 2**32]]}))),
+    "a boolean number": state((UID, claim(nodes={"a": [["x", "c", True, 2]]}))),
+    "a float number": state((UID, claim(nodes={"a": [["x", "c", 1.0, 2]]}))),
+    "nodes of a device not a DNS label": state((UID, claim(nodes={"A_b": []}))),
+    "present a list": state((UID, claim(present=[]))),
+    "present a number": state((UID, claim(present={"a": 1}))),
+    "present of a bad device": state((UID, claim(present={"A_b": True}))),
+    "a USB interface without a colon": state((UID, claim(usbInterfaces=["1-3"]))),
+    "a USB interface of letters": state((UID, claim(usbInterfaces=["a-3:1.0"]))),
+    "a USB interface with a newline": state((UID, claim(usbInterfaces=["1-3:1.0\n"]))),
+    "a USB interface that is a number": state((UID, claim(usbInterfaces=[1]))),
+    "a time that is a string": state((UID, claim(preparedAt="now"))),
+    "a time that is infinite": b'{"version": 1, "claims": {"%s": {"namespace": "n", "name": "c",'
+                               b' "preparedAt": 1e400}}}' % UID.encode(),
+    "a time that is a boolean": state((UID, claim(preparedAt=True))),
+    "rebuilt a string": state((UID, claim(rebuilt="yes"))),
+    "a node that is a string": state((UID, claim(nodes={"a": ["x"]}))),
+    "a node name that is a number": state((UID, claim(nodes={"a": [[5, "c", 1, 2]]}))),
+    "the nodes of a device not a list": state((UID, claim(nodes={"a": "x"}))),
+    "USB interfaces not a list": state((UID, claim(usbInterfaces="1-3:1.0"))),
+}
+
+
+# Each refusal says which field is wrong, in one line (docs/plugin.md, "Bad input").
+MESSAGES: dict[str, str] = {
+    'a UID with a slash': "claim UID '../x' is not a UID",
+    'a UID with a trailing dash': "claim UID 'abc-' is not a UID",
+    'a USB interface of letters': "USB interface 'a-3:1.0' is not a USB interface name",
+    'a USB interface that is a number': 'a USB interface is not a string',
+    'a USB interface with a newline':
+        'a USB interface is not a printable name of at most 253 characters',
+    'a USB interface without a colon': "USB interface '1-3' is not a USB interface name",
+    'a boolean number': 'device number True is not a number of 32 bits',
+    'a claim that is a list': f"claim {UID} is not an object",
+    'a device name not a DNS label': "device name 'Usb_1' is not a DNS label",
+    'a device that is a string': 'a device is not an object',
+    'a device without a name': 'a device name is not a string',
+    'a float number': 'device number 1.0 is not a number of 32 bits',
+    'a list': 'the state is not an object',
+    'a minor of 2^32': 'device number 4294967296 is not a number of 32 bits',
+    'a name with a newline': 'name is not a printable name of at most 253 characters',
+    'a name with an escape': 'name is not a printable name of at most 253 characters',
+    'a namespace of 254': 'namespace is not a printable name of at most 253 characters',
+    'a negative major': 'device number -1 is not a number of 32 bits',
+    'a node name that leaves /dev': "device node name '../etc/shadow' is not a name under /dev",
+    'a node name with a space': "device node name 'tty S1' is not a name under /dev",
+    'a node of five fields': "node ['x', 'c', 1, 2, 3] is not [name, type, major, minor]",
+    'a node of three fields': "node ['x', 'c', 1] is not [name, type, major, minor]",
+    'a node type p': "node type 'p'",
+    'a pool that is a number': 'pool is not a string',
+    'a request that is a number': 'a request name is not a string',
+    'a share ID that is a number': 'a share ID is not a string',
+    'a time that is a boolean': 'preparedAt True is not a time',
+    'a time that is a string': "preparedAt 'now' is not a time",
+    'a time that is infinite': 'preparedAt inf is not a time',
+    'an absolute node name': "device node name '/etc/shadow' is not a name under /dev",
+    'claims a list': 'claims is not an object',
+    'claims missing': 'claims is not an object',
+    'devices an object': 'devices is not a list',
+    'nested too deep': 'not a JSON document',
+    'no name': 'name is not a string',
+    'no namespace': 'namespace is not a string',
+    'nodes a list': 'nodes is not an object',
+    'nodes of a device not a DNS label': "device name 'A_b' is not a DNS label",
+    'not UTF-8': 'not a JSON document',
+    'present a list': 'present is not an object',
+    'present a number': '1 is not true or false',
+    'present of a bad device': "device name 'A_b' is not a DNS label",
+    'rebuilt a string': "'yes' is not true or false",
+    'a node that is a string': "a node is not a list",
+    'a node name that is a number': "a node name is not a string",
+    'the nodes of a device not a list': "the nodes of a is not a list",
+    'USB interfaces not a list': "usbInterfaces is not a list",
+    'requests a string': 'requests is not a list',
+    'version 2': 'state version 2, want 1',
+    'version as a string': "state version '1', want 1",
+    'version missing': 'state version None, want 1',
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_hostile_state_is_refused_naming_what_is_wrong(case: str) -> None:
+    with pytest.raises(StateError, match="^" + re.escape(MESSAGES[case])) as e:
+        parse_state(REFUSED[case])
+    assert "\n" not in str(e.value)
+
+
+def test_the_refusals_are_refusals_of_the_plain_reading_too() -> None:
+    """Each case above breaks a rule of the model as well: the model states the same rules."""
+    assert [c for c in sorted(REFUSED) if state_model.read_state(REFUSED[c]) is not None] == []
+    assert state_model.read_state(state((UID, claim()))) == {UID}
+
+
+@pytest.fixture
+def umask() -> Iterator[None]:
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_the_state_file_is_0600_in_a_0700_directory(tmp_path: Path, umask: None) -> None:
+    store = StateStore(tmp_path / "state")
+    store.open()
+    try:
+        store.claims[UID] = PreparedClaim(UID, "ns", "c", "node-1",
+                                          [PreparedDevice("usb-1-3", ["req"])])
+        store.save()
+    finally:
+        store.release()
+    assert stat.S_IMODE(os.stat(tmp_path / "state").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(tmp_path / "state" / "claims.json").st_mode) == 0o600
+    assert list(parse_state((tmp_path / "state" / "claims.json").read_bytes())) == [UID]
+
+
+def test_render_then_parse_is_the_identity() -> None:
+    c = PreparedClaim(UID, "ns", "c", "node-1", [PreparedDevice("usb-1-3", ["req"], "s")],
+                      {"usb-1-3": [DevNode("bus/usb/001/005", "c", 189, 4)]}, {"usb-1-3": False},
+                      ["1-3:1.0"], 12.5, rebuilt=True)
+    assert parse_state(render_state({UID: c})) == {UID: c}
+
+
+# -- fuzzed, judged by the plain reading ---------------------------------------------------------
+
+text = st.sampled_from(["ns", "c", "", "a" * 253, "é", "usb-1-3", "Usb_1"]) \
+    | st.sampled_from(["a" * 254, "c\n", "\u202e"])
+anything = st.one_of(st.none(), st.booleans(), st.integers(-2, 2**33), st.floats(),
+                     st.text(max_size=4), st.lists(st.integers(), max_size=2),
+                     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@st.composite
+def mostly(draw: Any, valid: st.SearchStrategy[Any]) -> Any:
+    return draw(valid) if draw(st.integers(0, 9)) < 9 else draw(anything)
+
+
+node = st.lists(st.one_of(
+    st.tuples(mostly(st.sampled_from(["bus/usb/001/005", "ttyS1", "../x", "/x", "a//b", "é"])),
+              mostly(st.sampled_from(["c", "b", "p"])),
+              mostly(st.sampled_from([0, 189, 2**32 - 1, 2**32, -1])),
+              mostly(st.sampled_from([0, 4, 2**32 - 1, 2**32]))).map(list),
+    st.lists(st.just("x"), max_size=5)), max_size=2)
+device_names = st.sampled_from(["usb-1-3", "a" * 63, "a" * 64, "Usb_1", "-a", ""])
+claim_doc = st.fixed_dictionaries({"namespace": mostly(text), "name": mostly(text)}, optional={
+    "pool": mostly(text),
+    "devices": mostly(st.lists(st.fixed_dictionaries({}, optional={
+        "name": mostly(device_names), "requests": mostly(st.lists(mostly(text), max_size=2)),
+        "shareID": mostly(st.none() | text)}), max_size=2)),
+    "nodes": mostly(st.dictionaries(device_names, mostly(node), max_size=2)),
+    "present": mostly(st.dictionaries(device_names, mostly(st.booleans()), max_size=2)),
+    "usbInterfaces": mostly(st.lists(mostly(st.sampled_from(
+        ["1-3:1.0", "1-2.4:1.1", "1234-1:1.0", "1-3", "1-3:1", "1-3:1.0.0", "1-.3:1.0",
+         "1-1.1.1.1.1.1.1.1:1.0"])), max_size=2)),
+    "preparedAt": mostly(st.floats(0, 2e9) | st.sampled_from([0, 1e308])),
+    "rebuilt": mostly(st.booleans()),
+})
+state_doc = st.fixed_dictionaries({
+    "version": mostly(st.just(1)),
+    "claims": mostly(st.dictionaries(st.sampled_from([UID, "ab", "a", "-ab", "a" * 64, "a" * 65]),
+                                     claim_doc, max_size=2)),
+})
+
+
+@pytest.mark.fuzz
+@settings(max_examples=examples(300), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(doc=state_doc)
+def test_any_state_loads_exactly_when_the_plain_reading_says(doc: Any) -> None:
+    raw = json.dumps(doc).encode()
+    expected = state_model.read_state(raw)
+    if expected is None:
+        with pytest.raises(StateError):
+            parse_state(raw)
+    else:
+        assert set(parse_state(raw)) == expected
+
+
+def test_open_removes_the_specs_of_claims_nobody_knows(tmp_path: Path) -> None:
+    """A spec whose claim the (readable) state does not hold is a prepare that never finished:
+    the start removes it; the specs of known claims and other vendors' files stay."""
+    other = "1f8fad5b-d9cb-469f-a165-70867728950e"
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "claims.json").write_bytes(state((UID, claim())))
+    cdi_dir = tmp_path / "cdi"
+    cdi_dir.mkdir()
+    for name in (f"liken.sh-{UID}.json", f"liken.sh-{other}.json", "other-vendor.json"):
+        (cdi_dir / name).write_text("{}")
+    store = StateStore(tmp_path / "state", cdi_dir, "node-1")
+    store.open()
+    try:
+        assert list(store.claims) == [UID]
+    finally:
+        store.release()
+    assert sorted(os.listdir(cdi_dir)) == ["liken.sh-" + UID + ".json", "other-vendor.json"]
+
+
+def test_claims_rebuilt_from_the_specs_are_saved(tmp_path: Path) -> None:
+    """No state file but a readable spec: the claim is rebuilt and the state written at once,
+    so the next start reads it rather than rebuilding again."""
+    cdi_dir = tmp_path / "cdi"
+    cdi_dir.mkdir()
+    (cdi_dir / f"liken.sh-{UID}.json").write_text(json.dumps({
+        "cdiVersion": "0.5.0", "kind": "liken.sh/device", "devices": [
+            {"name": f"{UID}-usb-1-3", "containerEdits": {"deviceNodes": [
+                {"path": "/dev/.liken.sh-absent/usb-1-3/ttyS1"}]}}]}))
+    store = StateStore(tmp_path / "state", cdi_dir, "node-1")
+    store.open()
+    try:
+        assert store.claims[UID].rebuilt
+    finally:
+        store.release()
+    saved = parse_state((tmp_path / "state" / "claims.json").read_bytes())
+    assert list(saved) == [UID] and saved[UID].rebuilt and saved[UID].pool == "node-1"
+    # What the spec does not hold stays unknown: no namespace, no name.
+    assert (saved[UID].namespace, saved[UID].name) == ("", "")
+
+
+def test_a_corrupt_state_is_kept_aside_and_an_empty_one_written(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "claims.json").write_bytes(b"{not json")
+    store = StateStore(tmp_path / "state", tmp_path / "cdi", "node-1")
+    store.open()
+    store.release()
+    names = sorted(os.listdir(tmp_path / "state"))
+    assert "claims.json" in names and any(n.startswith("claims.json.bad-") for n in names)
+    assert parse_state((tmp_path / "state" / "claims.json").read_bytes()) == {}
+
+
+def test_a_first_start_writes_no_state(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state", tmp_path / "cdi", "node-1")
+    store.open()
+    store.release()
+    assert not (tmp_path / "state" / "claims.json").exists()
+
+
+def test_open_without_the_sweep_leaves_every_spec(tmp_path: Path) -> None:
+    """A start told not to sweep (the plugin's ``sweep_orphans`` setting off) removes no
+    spec."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "claims.json").write_bytes(state())
+    cdi_dir = tmp_path / "cdi"
+    cdi_dir.mkdir()
+    (cdi_dir / f"liken.sh-{UID}.json").write_text("{}")
+    store = StateStore(tmp_path / "state", cdi_dir, "node-1")
+    store.open(sweep_orphans=False)
+    store.release()
+    assert os.listdir(cdi_dir) == [f"liken.sh-{UID}.json"]
