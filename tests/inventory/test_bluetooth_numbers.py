@@ -1,6 +1,6 @@
-"""The numbers a Bluetooth adapter's claim delivers, stated as the seed states them.
+"""The numbers a Bluetooth adapter's claim delivers, stated literally (rules: bluetooth.deliveries).
 
-Seed, "Bluetooth adapters": /dev/uinput, the 32 legacy input event nodes (character major 13,
+The rule: /dev/uinput, the 32 legacy input event nodes (character major 13,
 minors 64 to 95, at /dev/input/event0 to /dev/input/event31) and, where ``spec.modules`` declares
 ``uhid``, /dev/uhid. The kernel's admin-guide/devices gives uinput misc minor 223 and uhid misc
 minor 239 (character major 10). Every expected number here is a literal from those texts, never

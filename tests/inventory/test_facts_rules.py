@@ -1,9 +1,10 @@
 """Storage roles read from init's facts tree, each bound and refusal with its answer written out.
 
-decisions, "Facts fail closed": ``<facts>/storage/<role>/device`` names the partition backing a
-role (a kernel block device name of at most 31 characters, "/dev/" in front tolerated); the file
-is read through a link (a ConfigMap volume's files are links) and bounded at 64 bytes; at most
-1024 roles are read; anything else makes the facts unreadable, and then no disk is offered.
+The rule (rules: hardware.facts-fail-closed): ``<facts>/storage/<role>/device`` names the
+partition backing a role (a kernel block device name of at most 31 characters, "/dev/" in front
+tolerated); the file is read through a link (a ConfigMap volume's files are links) and bounded at
+64 bytes; at most 1024 roles are read; anything else makes the facts unreadable, and then no disk
+is offered.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def check(path: Path) -> None:
         return
     # The rules as docs/machine.md states them, not the reader's own helpers: a module is named
     # as modprobe takes it (letters, digits, "_" and "-", no leading "-", at most 64), and the
-    # serio protocols are the two the seed names.
+    # serio protocols are the two it names (rules: machine.object).
     for m in spec.modules:
         assert isinstance(m, str) and 1 <= len(m) <= 64 and m[0] != "-", m
         assert all(c.isascii() and (c.isalnum() or c in "_-") for c in m), m

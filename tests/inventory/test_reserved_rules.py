@@ -1,5 +1,5 @@
-"""The machine's own nodes and disks, case by case (seed, "What a node publishes", condition 3;
-decisions, "Reserved nodes").
+"""The machine's own nodes and disks, case by case (rules: hardware.reserved-nodes;
+rules: hardware.storage-role).
 
 Each expected answer is written out: the four reserved kinds (the console, ``/dev/rtc0``, the
 TPM's ``tpm<N>``/``tpmrm<N>``, a serio-attached tty), and the block devices backing a storage

@@ -1,4 +1,4 @@
-"""Sharing (seed, "Sharing"; decisions, "GPU split"), each published attribute stated literally.
+"""Sharing (rules: sharing.gpu-split, sharing.unknown-mix), each published attribute literally.
 
 A GPU splits into its render node (the one shareable device, ``subsystem: "drm"``,
 ``renderNode: true``), its card node (``-display``, exclusive, ``subsystem: "drm"``,
@@ -120,7 +120,7 @@ def test_split_by_literal_cases() -> None:
     got = [(s.suffix, s.kind, s.extra, s.shareable) for s in split([tty, misc], True)]
     assert got == [("-misc", "misc", {"subsystem": "misc"}, False),
                    ("-tty", "tty", {"subsystem": "tty"}, False)]
-    # A suffix is part of a DNS label: a kind's "_" becomes "-" (decisions, "Names").
+    # A suffix is part of a DNS label: a kind's "_" becomes "-" (rules: names.suffix).
     aux = _dev("/devices/platform/x/aux0", "drm_dp_aux_dev", "drm_dp_aux0", 237, 0)
     assert [(s.suffix, s.kind) for s in split([aux, tty], True)] == [
         ("-drm-dp-aux-dev", "drm_dp_aux_dev"), ("-tty", "tty")]

@@ -1,5 +1,5 @@
-"""Which claim holds a USB device's usbfs node, case by case (seed, "USB devices", "Bluetooth
-adapters"; decisions, "No usbfs for a USB device the machine depends on").
+"""Which claim holds a USB device's usbfs node, case by case (rules: usb.usbfs-per-interface;
+rules: bluetooth.deliveries, usb.machine-depends).
 
 Every driven interface delivers its device's usbfs node, unless the machine depends on the
 device (an interface holds a storage role's partition, any block device while the facts are
@@ -70,7 +70,7 @@ def test_the_adapter_is_the_btusb_interface_with_the_hci(tmp_path: Path) -> None
 
 def test_a_serio_adapters_interfaces_wait_for_their_driver_as_unclaimed(tmp_path: Path) -> None:
     """The machine's adapter publishes nothing before its driver binds; its interfaces are
-    hardware with no driver (seed, "Hardware that is not published"), the device is the
+    hardware with no driver (rules: machine.unclaimed), the device is the
     machine's."""
     b = SysfsBuilder(tmp_path / "sys")
     usb = b.usb_device("1-5", devnum=6, vendor="2548", product="1002")
