@@ -91,3 +91,15 @@ def test_a_storage_or_role_that_is_a_file_is_named_so(tmp_path: Path) -> None:
     assert got.role_partitions is None
     assert got.error is not None and got.error.startswith("storage role ") \
         and got.error.endswith("root is not a directory")
+
+
+def test_another_machine_given_no_facts_withholds_every_disk_and_says_so() -> None:
+    """rules: hardware.other-machines-facts. A walk of another machine given no facts offers
+    none of its disks (the facts are unknown, not empty) and is marked as given none, so the
+    report says one plain line naming ``--facts DIR`` instead of a complaint about this host."""
+    facts = read_facts(None)
+    assert facts.role_partitions is None and not facts.readable
+    assert facts.given is False
+    assert facts.error is not None
+    assert "--facts DIR" in facts.error and "withheld" in facts.error
+
