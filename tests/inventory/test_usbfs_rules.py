@@ -106,3 +106,42 @@ def test_a_driverless_device_without_a_usbfs_node_publishes_nothing_and_says_so(
     inv = build_inventory(snap, Context(Facts(frozenset()), MachineSpec()))
     assert inv.devices == ()
     assert [o.reason for o in inv.outcomes if o.address == "1-3"] == [Reason.NO_NODE]
+
+
+def _device_reasons(inv: Inventory, address: str) -> list[tuple[Reason | None, str]]:
+    return [(o.reason, o.detail) for o in inv.outcomes if o.address == address]
+
+
+def test_a_device_a_program_holds_whole_is_out_of_the_slice_and_says_so(tmp_path: Path) -> None:
+    """rules: usb.held-by-program. When a libusb program holds every interface it detached
+    (the rest have no driver), the USB device itself is out of the slice, and the report says so
+    of the device, naming the held interfaces, until the program lets go."""
+    held_whole = (Reason.HELD_BY_PROGRAM,
+                  "1-5:1.0 held; published whole again when the program lets go")
+    for second in (None, "no driver"):
+        b = SysfsBuilder(tmp_path / f"sys-{second}")
+        usb = b.usb_device("1-5", devnum=6, vendor="1234", product="5678")
+        b.usb_interface(usb, "1.0", driver="usbfs", cls=0xFF)
+        if second:
+            b.usb_interface(usb, "1.1", cls=0xFF)
+        inv = scan(b)
+        assert inv.devices == ()
+        assert _device_reasons(inv, "1-5") == [held_whole]
+        assert _device_reasons(inv, "1-5:1.0") == [(Reason.HELD_BY_PROGRAM,
+                                                    "until the program lets go")]
+
+
+def test_a_device_with_a_driven_interface_beside_a_held_one_is_not_held_whole(
+        tmp_path: Path) -> None:
+    """A kernel driver on a sibling: that interface is published (with the usbfs node), only
+    the held interface is out, and nothing is said of the device as a whole."""
+    b = SysfsBuilder(tmp_path / "sys")
+    usb = b.usb_device("1-5", devnum=6, vendor="1234", product="5678")
+    b.usb_interface(usb, "1.0", driver="usbfs", cls=0xFF)
+    hid = b.usb_interface(usb, "1.1", driver="usbhid", cls=3)
+    b.node(hid, "hidraw", "hidraw0", 240, 0, subdir="hidraw")
+    inv = scan(b)
+    assert paths(inv) == {"usb-1-5-1-1": ["/dev/hidraw0", "/dev/bus/usb/001/006"]}
+    assert _device_reasons(inv, "1-5") == []
+    assert _device_reasons(inv, "1-5:1.0") == [(Reason.HELD_BY_PROGRAM,
+                                                "until the program lets go")]
