@@ -8,6 +8,7 @@ tests/plugin/state_model.py, a plain second reading that never calls the parser 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -370,3 +371,115 @@ def test_open_without_the_sweep_leaves_every_spec(tmp_path: Path) -> None:
     store.open(sweep_orphans=False)
     store.release()
     assert os.listdir(cdi_dir) == [f"liken.sh-{UID}.json"]
+
+
+# -- the numbers a Bluetooth claim's container started with (plugin/late.py) -------------------
+# rules: bluetooth.late-registrant. The state keeps, per Bluetooth device, the legacy event
+# minors (13:64 to 13:95, at most 32 of them) its running container started with.
+
+
+def test_the_started_events_read_back_at_both_ends_of_the_range() -> None:
+    c = PreparedClaim(UID, "ns", "c", "node-1", [PreparedDevice("usb-1-8-1-1", ["bt"])],
+                      started={"usb-1-8-1-1": [64, 95], "usb-1-9-1-0": list(range(64, 96))})
+    raw = render_state({UID: c})
+    assert json.loads(raw)["claims"][UID]["startedEvents"] == {
+        "usb-1-8-1-1": [64, 95], "usb-1-9-1-0": list(range(64, 96))}
+    assert parse_state(raw)[UID].started == c.started
+
+
+STARTED_REFUSED: dict[str, tuple[Any, str]] = {
+    "a minor below the range": ({"usb-1-8": [63]},
+                                "the started events of usb-1-8 are not legacy event minors"),
+    "a minor above the range": ({"usb-1-8": [64, 96]},
+                                "the started events of usb-1-8 are not legacy event minors"),
+    "33 minors": ({"usb-1-8": [64] * 33},
+                  "the started events of usb-1-8 are not legacy event minors"),
+    "not an object": ([64], "startedEvents is not an object"),
+    "minors not a list": ({"usb-1-8": 64}, "the started events of usb-1-8 is not a list"),
+    "a device not a DNS label": ({"A_b": [64]}, "device name 'A_b' is not a DNS label"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STARTED_REFUSED))
+def test_started_events_outside_the_legacy_range_are_refused(case: str) -> None:
+    started, message = STARTED_REFUSED[case]
+    with pytest.raises(StateError, match="^" + re.escape(message)):
+        parse_state(state((UID, claim(startedEvents=started))))
+
+
+# -- the claims' names, kept apart from the state file --------------------------------------------
+
+
+def spec_of_one_device(cdi_dir: Path) -> None:
+    cdi_dir.mkdir()
+    (cdi_dir / f"liken.sh-{UID}.json").write_text(json.dumps({
+        "cdiVersion": "0.5.0", "kind": "liken.sh/device", "devices": [
+            {"name": f"{UID}-usb-1-3", "containerEdits": {"deviceNodes": [
+                {"path": "/dev/.liken.sh-absent/usb-1-3/ttyS1"}]}}]}))
+
+
+def test_a_rebuilt_claim_takes_the_name_kept_for_it(tmp_path: Path) -> None:
+    """The state is lost but ``names/<uid>`` kept the claim's namespace and name: the claim
+    rebuilt from its spec has them."""
+    spec_of_one_device(tmp_path / "cdi")
+    store = StateStore(tmp_path / "state", tmp_path / "cdi", "node-1")
+    store.remember_name(UID, "default", "radio")
+    assert (tmp_path / "state" / "names" / UID).read_bytes() == b"default/radio\n"
+    store.open()
+    store.release()
+    saved = parse_state((tmp_path / "state" / "claims.json").read_bytes())
+    assert (saved[UID].namespace, saved[UID].name, saved[UID].rebuilt) == (
+        "default", "radio", True)
+
+
+def test_a_start_removes_the_names_of_claims_it_does_not_hold(tmp_path: Path) -> None:
+    other = "1f8fad5b-d9cb-469f-a165-70867728950e"
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "claims.json").write_bytes(state((UID, claim())))
+    store = StateStore(tmp_path / "state", tmp_path / "cdi", "node-1")
+    store.remember_name(UID, "ns", "c")
+    store.remember_name(other, "ns", "gone")
+    store.open(sweep_orphans=False)
+    store.release()
+    assert os.listdir(tmp_path / "state" / "names") == [UID]
+
+
+def test_a_kept_name_of_512_bytes_is_read_and_of_513_is_not(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    (tmp_path / "state" / "names").mkdir(parents=True)
+    name = tmp_path / "state" / "names" / UID
+    name.write_bytes(b"ns/c" + b" " * 507 + b"\n")
+    assert store.read_name(UID) == ("ns", "c")
+    name.write_bytes(b"ns/c" + b" " * 508 + b"\n")
+    assert store.read_name(UID) is None
+
+
+# -- who holds the state: the holder files --------------------------------------------------------
+
+
+def test_an_instance_names_itself_in_one_holder_file(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    store.acquire()
+    try:
+        holders = [n for n in os.listdir(tmp_path / "state") if n.startswith("holder-")]
+        assert len(holders) == 1
+    finally:
+        store.release()
+    assert not [n for n in os.listdir(tmp_path / "state") if n.startswith("holder-")]
+
+
+def test_a_refusal_reads_at_most_16_holder_files(tmp_path: Path) -> None:
+    """Each live holder (its lock held) is read for the refusal message, at most 16 of them."""
+    directory = tmp_path / "state"
+    directory.mkdir()
+    fds = []
+    try:
+        for i in range(20):
+            fd = os.open(directory / f"holder-{i:02}", os.O_RDWR | os.O_CREAT, 0o600)
+            fds.append(fd)
+            os.write(fd, f"pid {i}\n".encode())
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert StateStore(directory).live_holders() == [f"pid {i}" for i in range(16)]
+    finally:
+        for fd in fds:
+            os.close(fd)
