@@ -246,3 +246,53 @@ def test_the_kernels_answer_for_an_adapters_address() -> None:
     assert parse_dev_info(info) == RADIO_ADDR
     assert parse_dev_info(bytes(92)) is None and parse_dev_info(b"short") is None
     assert hci_address(99) is None  # no such adapter (or no Bluetooth here): none named
+
+
+# -- which address a radio has, and which radio a virtual input device names ---------------------
+# rules: bluetooth.virtual-nodes
+
+
+def test_a_radios_address_is_its_hcis_and_an_unknown_one_names_none(tmp_path: Path) -> None:
+    """Only an hci (``DEVTYPE=host``, in the bluetooth class) names its radio's address, read
+    from its ``address`` attribute and lowercased. An hci without the attribute, or with the
+    all-zero address of a controller not yet set up, names none; a connection below a radio
+    (``DEVTYPE=link``) or another class's device there names nothing either."""
+    from liken_devices.inventory.bluetooth import adapter_addresses
+
+    b = SysfsBuilder(tmp_path / "sys")
+    radios = []
+    for n in range(5):
+        usb = b.usb_device(f"1-{n + 1}", devnum=n + 2)
+        radios.append(b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0))
+    b.device(radios[0], "hci0", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth",
+             attrs={"address": RADIO_ADDR.upper()})
+    b.device(radios[1], "hci1", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth")
+    b.device(radios[2], "hci2", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth",
+             attrs={"address": "00:00:00:00:00:00"})
+    b.device(radios[3], "hci3:256", "bluetooth", {"DEVTYPE": "link"}, subdir="bluetooth",
+             attrs={"address": SECOND_ADDR})
+    b.device(radios[4], "rfkill4", "rfkill", {"DEVTYPE": "host"}, subdir="bluetooth",
+             attrs={"address": SECOND_ADDR})
+    devs = read_sysfs(b.root).devices
+    assert adapter_addresses(devs.values()) == {radios[0].path: RADIO_ADDR}
+
+
+def test_only_the_input_devices_phys_names_a_radio(tmp_path: Path) -> None:
+    """The ``phys`` an event node points at is its input device's: the uevent's ``PHYS``
+    (quoted), else the ``phys`` attribute; a device of another class above the node (a hid
+    device carrying a ``PHYS``) names nothing."""
+    from liken_devices.inventory.bluetooth import phys_of
+
+    b = SysfsBuilder(tmp_path / "sys")
+    uhid = "/devices/virtual/misc/uhid"
+    by_uevent = b.device(f"{uhid}/0005:046D:B01A.0008", "input108", "input",
+                         {"PHYS": f'"{RADIO_ADDR.upper()}"'}, subdir="input")
+    by_attr = b.device(f"{uhid}/0005:046D:B01A.0009", "input109", "input", subdir="input")
+    hid = b.device(uhid, "0005:046D:B01A.000A", "hid", {"PHYS": f'"{SECOND_ADDR}"'})
+    nodes = [b.node(by_uevent, "input", "event8", 13, 72, devname="input/event8"),
+             b.node(by_attr, "input", "event9", 13, 73, devname="input/event9"),
+             b.node(hid, "input", "event10", 13, 74, devname="input/event10")]
+    devs = dict(read_sysfs(b.root).devices)
+    # A recording keeps every attribute (a walk of /sys reads no ``phys``): the attribute only.
+    devs[by_attr.path] = devs[by_attr.path]._replace(attrs={"phys": SECOND_ADDR.upper().encode()})
+    assert [phys_of(devs[n.path], devs) for n in nodes] == [RADIO_ADDR, SECOND_ADDR, ""]
