@@ -270,10 +270,12 @@ def survivors_of(data: dict[str, Any], t: Target) -> set[str] | None:
 
 def merge(old: dict[str, Any] | None, new: dict[str, Any], t: Target) -> dict[str, Any]:
     """The last full run's killed mutants (tests are only ever added, so they stay killed) with
-    this run's results; mutants that no longer exist drop out."""
-    keys = {m.key for m in target_mutants(t)}
+    this run's results; mutants that no longer exist drop out, and a kept result takes its
+    mutant's current line (the key is stable when code above it moves; the line is not)."""
+    lines = {m.key: m.line for m in target_mutants(t)}
     fresh = {r["key"] for r in new["results"]}
-    kept = [r for r in (old or {}).get("results", []) if r["key"] in keys and r["key"] not in fresh]
+    kept = [{**r, "line": lines[r["key"]]} for r in (old or {}).get("results", [])
+            if r["key"] in lines and r["key"] not in fresh]
     new["results"] = sorted(kept + new["results"], key=lambda r: (r["line"], r["key"]))
     return new
 

@@ -120,3 +120,18 @@ def test_a_repeated_mutant_is_numbered_and_scope_limits() -> None:
     got = keys(mutants("m", src, in_scope(("f",))))
     assert "f: number: 1 -> 2" in got and "f: number: 1 -> 2 #2" in got
     assert not any(k.startswith("g:") for k in got)
+
+
+def test_a_kept_result_takes_its_mutants_current_line() -> None:
+    """A rerun of survivors keeps the earlier results; their lines follow the code."""
+    from .run import merge
+
+    t = BY_NAME["reserved"]
+    first, second = target_mutants(t)[:2]
+    old = {"results": [{"key": first.key, "line": first.line + 40, "status": "killed",
+                        "security": True, "seconds": 1.0}]}
+    new = {"results": [{"key": second.key, "line": second.line, "status": "killed",
+                        "security": True, "seconds": 1.0}]}
+    got = merge(old, new, t)["results"]
+    assert [(r["key"], r["line"]) for r in got] == [(first.key, first.line),
+                                                    (second.key, second.line)]
