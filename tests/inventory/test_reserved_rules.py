@@ -23,6 +23,10 @@ from liken_devices.sysfs.model import DevNode, SysDevice
     ("tpm12", "the TPM"),
     ("tpmrm7", "the TPM"),
     ("ttyS1", "a serio-attached serial line"),
+    # rules: hardware.watchdogs. The first watchdog's legacy node and every numbered one.
+    ("watchdog", "a watchdog (it resets the machine)"),
+    ("watchdog0", "a watchdog (it resets the machine)"),
+    ("watchdog13", "a watchdog (it resets the machine)"),
     # Not reserved: another clock, a name that only looks like the TPM's, other ttys.
     ("rtc1", None),
     ("tpm", None),
@@ -32,6 +36,7 @@ from liken_devices.sysfs.model import DevNode, SysDevice
     ("tpm0/../x", None),
     ("ttyS2", None),
     ("rtc", None),
+    ("xwatchdog0", None),
 ])
 def test_reserved_kind(name: str, kind: str | None) -> None:
     assert reserved_kind(DevNode(name, "c", 1, 1), ["ttyS0", "tty0"], ["ttyS1"]) == kind
