@@ -258,6 +258,7 @@ def test_a_radios_address_is_its_hcis_and_an_unknown_one_names_none(tmp_path: Pa
     all-zero address of a controller not yet set up, names none; a connection below a radio
     (``DEVTYPE=link``) or another class's device there names nothing either."""
     from liken_devices.inventory.bluetooth import adapter_addresses
+    from liken_devices.sysfs.model import SysDevice
 
     b = SysfsBuilder(tmp_path / "sys")
     radios = []
@@ -269,11 +270,13 @@ def test_a_radios_address_is_its_hcis_and_an_unknown_one_names_none(tmp_path: Pa
     b.device(radios[1], "hci1", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth")
     b.device(radios[2], "hci2", "bluetooth", {"DEVTYPE": "host"}, subdir="bluetooth",
              attrs={"address": "00:00:00:00:00:00"})
-    b.device(radios[3], "hci3:256", "bluetooth", {"DEVTYPE": "link"}, subdir="bluetooth",
-             attrs={"address": SECOND_ADDR})
-    b.device(radios[4], "rfkill4", "rfkill", {"DEVTYPE": "host"}, subdir="bluetooth",
-             attrs={"address": SECOND_ADDR})
-    devs = read_sysfs(b.root).devices
+    devs = dict(read_sysfs(b.root).devices)
+    # A walk of /sys reads ``address`` of an hci only; a recording keeps every attribute.
+    for radio, subsystem, name, devtype in ((radios[3], "bluetooth", "hci3:256", "link"),
+                                            (radios[4], "rfkill", "rfkill4", "host")):
+        path = f"{radio.path}/bluetooth/{name}"
+        devs[path] = SysDevice(path, subsystem, None, {"DEVTYPE": devtype},
+                               {"address": SECOND_ADDR.encode()})
     assert adapter_addresses(devs.values()) == {radios[0].path: RADIO_ADDR}
 
 
