@@ -5,7 +5,7 @@
 # (scripts/cluster/build.sh; reused when present). Idempotent.
 set -euo pipefail
 need=()
-for p in containernetworking-plugins libseccomp-dev pkg-config openssl iproute2 gcc libc6-dev; do
+for p in containernetworking-plugins libseccomp-dev pkg-config openssl iproute2 gcc libc6-dev curl; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then

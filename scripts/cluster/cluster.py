@@ -553,6 +553,9 @@ def inside_up(k8s: str) -> None:
         f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
         f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
         f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+        # The node's name resolves nowhere (no DNS inside the cluster's namespace): reach the
+        # kubelet (logs, exec) at its address.
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
         f"--audit-policy-file={CONF / 'audit-policy.json'}",
         f"--audit-log-path={LOGS / 'audit.log'}", "--audit-log-format=json",
         "--audit-log-maxsize=200", "--audit-log-maxbackup=1",

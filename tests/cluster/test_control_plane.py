@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .support import REPO, STATE, apply, get, kubectl, wait_for
+from .support import REPO, STATE, apply, get, inside, kubectl, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -112,20 +112,30 @@ def test_a_node_token_writes_its_own_slice_and_nothing_of_another_node(
         # Squatting: the other node's slice name, pinned to this node. Admitted, it would turn
         # every later write of the other node's agent into a refused update, for good.
         "another node's slice name": slice_doc(node, name=f"{other_node}-liken.sh"),
-        # A pool named after the other node makes its devices of the same names look allocated.
-        "another node's pool": slice_doc(node, name=f"{node}-liken.sh", pool=other_node),
         "another driver's slice": slice_doc(node, name=f"{node}-media.liken.sh",
                                             driver="media.liken.sh"),
     }
     for what, doc in scenarios.items():
         out = apply([doc], token=mine, check=False)
         assert refused_by_policy(out), f"{what}: {out.stderr}"
+    # A pool named after another node makes that node's devices of the same names look
+    # allocated. (The other node's slice name is free; this node's own slice exists, and a
+    # slice's pool cannot change, so the other node's token tries it.)
+    out = apply([slice_doc(other_node, pool=node)], token=theirs, check=False)
+    assert refused_by_policy(out), out.stderr
     machine = {"apiVersion": "liken.sh/v1alpha1", "kind": "Machine",
                "metadata": {"name": other_node}, "spec": {}}
     apply([machine])
-    out = kubectl("patch", "machine", other_node, "--subresource=status", "--type=merge",
-                  "-p", json.dumps({"status": {"conditions": []}}), token=mine, check=False)
-    assert refused_by_policy(out), out.stderr
+    # The agent patches its Machine's status with no read first (RBAC grants it only patch on
+    # machines/status), as the agent itself does.
+    out = inside("curl", "-sS", "-X", "PATCH", "--cacert", str(STATE / "config/pki/ca.crt"),
+                 "-H", f"Authorization: Bearer {mine}",
+                 "-H", "Content-Type: application/merge-patch+json",
+                 "-d", json.dumps({"status": {"conditions": []}}),
+                 f"https://127.0.0.1:6443/apis/liken.sh/v1alpha1/machines/{other_node}/status",
+                 check=False)
+    answer = json.loads(out.stdout)
+    assert answer.get("code") == 403 and "liken-node-scoped-writes" in answer["message"], answer
     # The media agent's token: its own driver's slice of its own node only.
     media = pod_token("media-capabilities", node)
     out = apply([slice_doc(node, name=f"{node}-liken.sh")], token=media, check=False)
@@ -137,8 +147,8 @@ def test_a_node_token_writes_its_own_slice_and_nothing_of_another_node(
 
 def test_the_media_token_evicts_only_its_own_pod(installed: dict[str, str]) -> None:
     media = pod_token("media-capabilities", installed["node"])
-    [driver] = get("-n", "liken-system", "pods", "-l",
-                   "app.kubernetes.io/name=liken-devices")["items"]
+    driver = get("-n", "liken-system", "pods", "-l",
+                 "app.kubernetes.io/name=liken-devices")["items"][0]
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": driver["metadata"]["name"], "namespace": "liken-system"}}
     out = kubectl("create", "--raw",

@@ -120,7 +120,12 @@ def test_the_disk_that_backs_the_root_is_never_published(node: str) -> None:
 def test_a_pod_gets_exactly_its_device_with_the_hosts_mode_and_owner(node: str) -> None:
     claim_pod("baseline", None)
     claim_pod("serial", "0000:00:1e.0")
-    baseline, held = ready_log("baseline"), ready_log("serial")
+    try:
+        baseline, held = ready_log("baseline"), ready_log("serial")
+    except AssertionError:
+        for name in ("serial", "baseline"):
+            delete_pod(name)
+        raise
     assert device_nodes(held) - device_nodes(baseline) == {"/dev/tty5"}
     assert device_nodes(baseline) - device_nodes(held) == set()
     host = os.stat("/dev/tty5")
@@ -144,7 +149,11 @@ def test_a_pod_gets_exactly_its_device_with_the_hosts_mode_and_owner(node: str) 
 def test_a_prepared_claim_survives_a_restart(node: str, restart: str) -> None:
     name = f"survive-{restart}"
     claim_pod(name, "0000:00:1e.0")
-    ready_log(name)
+    try:
+        ready_log(name)
+    except AssertionError:
+        delete_pod(name)
+        raise
     uid = claim_uid(name)
     if restart == "kubelet":
         assert cluster("restart", "kubelet").returncode == 0
