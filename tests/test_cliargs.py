@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liken_devices import cli
-from liken_devices.cliargs import InputError, check_node_name, node_name
+from liken_devices.cliargs import InputError, check_node_name, dump, node_name
 from liken_devices.media import cli as media_cli
 from tests.support.hostile import assert_fails_closed, examples, run_cli
 from tests.support.sysfs_builder import SysfsBuilder
@@ -142,3 +142,28 @@ def test_an_error_naming_a_hostile_path_stays_one_line(root: str) -> None:
     assert "\x1b" not in out.stderr
     out = run_cli(["scan", "-o", root])
     assert_fails_closed(out, allowed=(2,))
+
+
+@pytest.mark.parametrize("value", ["0249", "1e10", "089", "0x1f", "1_000", "12:30", ".5", "-7",
+                                   "yes", "On", "NULL", "~", "true"])
+def test_yaml_quotes_strings_that_a_reader_takes_for_another_type(value: str) -> None:
+    # kubectl reads `0249` (a USB product ID) and `1e10` as numbers where PyYAML leaves them
+    # plain; the real API server then refuses the slice (seen with kubectl apply).
+    assert dump({"product": value}, "yaml") == f'product: "{value}"\n'
+
+
+# Controls and line separators are PyYAML's own business (it folds some of them); the property is
+# about the scalars' types.
+@given(st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), max_size=20))
+def test_yaml_text_reads_back_as_the_same_strings(value: str) -> None:
+    import yaml
+
+    assert yaml.safe_load(dump({"v": value, "w": [value]}, "yaml")) == {"v": value, "w": [value]}
+    # Anything Go or Python would parse as a number is quoted (a plain model of the rule).
+    try:
+        float(value.replace("_", ""))
+        number = value.strip() == value and value != ""
+    except ValueError:
+        number = False
+    if number and value.isascii():
+        assert '"' in dump(value, "yaml") or "'" in dump(value, "yaml")

@@ -207,17 +207,40 @@ def node_from_args(args: argparse.Namespace, driver: str = DRIVER) -> str:
     return node_name(getattr(args, "node", None), driver=driver)
 
 
+# A plain scalar that some YAML reader takes for a number, a boolean or null. PyYAML follows
+# YAML 1.1 and leaves `0249` or `1e10` plain, but kubectl's reader (YAML 1.1 with Go's number
+# parsing, or 1.2) reads them as numbers: a USB product ID `0249` would reach the API server as
+# 249 and the object be refused. Such strings are written quoted.
+_AMBIGUOUS = re.compile(r"[-+]?(?:[0-9][0-9_.:]*(?:[eE][-+]?[0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+]?"
+                        r"[0-9]+)?|\.?inf(?:inity)?|\.?nan|0[xXoObB][0-9a-fA-F_]+)|~|null|true|false|yes|no|"
+                        r"on|off|y|n|=|<<", re.IGNORECASE)
+
+
+def yaml_text(objs: Any, many: bool = False) -> str:
+    """``objs`` as YAML that every reader takes as it was meant: strings that look like numbers,
+    booleans or null are quoted, and a string's subclasses (the project's StrEnums) are strings.
+    With ``many``, ``objs`` is a sequence of documents."""
+    import yaml  # only for YAML output: scan's start-up does not pay for it
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+        style = '"' if _AMBIGUOUS.fullmatch(data) else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style=style)
+
+    Dumper.add_representer(str, represent_str)
+    Dumper.add_multi_representer(str, represent_str)
+    if many:
+        return str(yaml.dump_all(objs, Dumper=Dumper, sort_keys=False, allow_unicode=True))
+    return str(yaml.dump(objs, Dumper=Dumper, sort_keys=False, allow_unicode=True))
+
+
 def dump(obj: Any, fmt: str) -> str:
     """``obj`` as a command prints it: ``json`` (indented) or YAML."""
     if fmt == "json":
         return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-    import yaml  # only for -o yaml: scan's start-up does not pay for it
-
-    class Dumper(yaml.SafeDumper):
-        """Safe YAML, with a string's subclasses (the project's StrEnums) written as strings."""
-
-    Dumper.add_multi_representer(str, yaml.representer.SafeRepresenter.represent_str)
-    return str(yaml.dump(obj, Dumper=Dumper, sort_keys=False, allow_unicode=True))
+    return yaml_text(obj)
 
 
 def run_command(prog: str, func: Callable[[argparse.Namespace], int],

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..cliargs import yaml_text
 from ..errors import InputError
 from ..inventory.limits import DRIVER
 from .allocate import Evaluator
@@ -291,7 +292,5 @@ def select(devices: Sequence[Device], selectors: Sequence[str], env: Env | None 
 
 def render(generated: Generated) -> str:
     """The objects as one YAML stream, ready for ``kubectl apply -f -``."""
-    import yaml
-
     head = "".join(f"# {w}\n" for w in generated.warnings)
-    return head + "---\n".join(yaml.safe_dump(o, sort_keys=False) for o in generated.objects)
+    return head + "---\n".join(yaml_text(o) for o in generated.objects)

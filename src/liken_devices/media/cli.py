@@ -19,10 +19,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .. import __version__, logs
-from ..cliargs import InputError, Parser, add_endpoint_args, node_from_args, sources_from_args
+from ..cliargs import (
+    InputError,
+    Parser,
+    add_endpoint_args,
+    node_from_args,
+    sources_from_args,
+    yaml_text,
+)
 from ..inventory.limits import DRIVER as LIKEN_DRIVER
 from ..slices import SliceInvalid
 from ..terminal import clean, clean_row
@@ -120,7 +125,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     elif args.output == "table":
         sys.stdout.write(table(obj))
     else:
-        yaml.safe_dump(obj, sys.stdout, sort_keys=False)
+        sys.stdout.write(yaml_text(obj))
     return 0
 
 

@@ -1,5 +1,10 @@
 """The scheduler, for real: a differential suite between `match` and the real kube-scheduler.
 
+NOT YET COLLECTED (the file name keeps pytest from it): its first run on the real cluster found
+that slices written as YAML by PyYAML reach kubectl with product IDs such as `0249` read as
+numbers (fixed in cliargs.yaml_text); the suite itself has not yet run to its end. It becomes
+tests/cluster/test_scheduler.py once it has.
+
 Every real recording of the corpus becomes a node of the cluster (a Node object with no kubelet,
 which the scheduler places pods on all the same) whose slice is the one the agent publishes for
 that machine (`scan -o json` is the agent's own slice). Then, in rounds of one pod per node:
