@@ -67,6 +67,8 @@ def render_recordings() -> list[Any]:
     out = []
     for param in recording_params():
         path = param.values[0] if hasattr(param, "values") else param
+        if path is None:  # the corpus is absent: recording_params' skipped placeholder
+            continue
         if any(d.is_render for d in _walk(Path(str(path)), Path("/nonexistent")).devices):
             out.append(param)
     return out or [pytest.param(None, marks=pytest.mark.skip(reason="no corpus with a GPU"))]
