@@ -355,3 +355,12 @@ def test_explain_lines_fit_the_terminal(capsys: pytest.CaptureFixture[str], mach
     code, out, _ = run(capsys, "explain", *machine)
     assert code == 0 and max(len(x) for x in out.splitlines()) <= 58
     assert any(x.startswith("    ") for x in out.splitlines())  # a long one continued
+
+
+def test_a_sysfs_name_too_long_is_one_line_not_a_traceback() -> None:
+    # Path.is_dir lets ENAMETOOLONG through; found by tests/test_cli_fuzz.py.
+    done = subprocess.run([sys.executable, "-m", "liken_devices.cli", "scan", "--sysfs",
+                           "x" * 5000], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

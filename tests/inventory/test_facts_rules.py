@@ -103,3 +103,11 @@ def test_another_machine_given_no_facts_withholds_every_disk_and_says_so() -> No
     assert facts.error is not None
     assert "--facts DIR" in facts.error and "withheld" in facts.error
 
+
+
+def test_a_facts_root_the_kernel_refuses_is_unreadable_not_a_crash() -> None:
+    # A name longer than the kernel takes (ENAMETOOLONG, which Path.is_dir lets through): the
+    # facts fail closed, no disk is offered. rules: hardware.facts-fail-closed
+    facts = read_facts(Path("/tmp") / ("x" * 5000))
+    assert facts.role_partitions is None
+    assert "cannot be read" in str(facts.error)

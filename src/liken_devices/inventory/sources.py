@@ -53,6 +53,8 @@ def read_facts(root: Path | None) -> Facts:
         return Facts(_storage_roles(root))
     except FactsUnreadable as exc:
         return Facts(None, str(exc))
+    except OSError as exc:  # a root the kernel refuses to look up (a name too long): unreadable
+        return Facts(None, f"facts root cannot be read: {exc.strerror}")
 
 
 def _storage_roles(root: Path) -> frozenset[str]:
@@ -163,6 +165,16 @@ class Sources:
 
     def check(self) -> None:
         """Fail early, with one clear line, on input that can never work."""
+        try:
+            self._check_paths()
+        except OSError as err:  # a name too long, a loop of links: no path the kernel takes
+            raise InputError(f"cannot use {err.filename}: {err.strerror}") from None
+        if self.machine_file is not None:
+            from .machinefile import read_machine_file  # YAML: only with --machine
+
+            read_machine_file(self.machine_file)
+
+    def _check_paths(self) -> None:
         if self.recording is not None:
             if not self.recording.exists():
                 raise InputError(f"recording {self.recording} does not exist")
@@ -172,10 +184,6 @@ class Sources:
             raise InputError(f"sysfs root {self.sysfs} has no devices/ directory")
         elif not (self.sysfs / "dev" / "char").is_dir():
             raise InputError(f"{self.sysfs} is not a sysfs tree: it has no dev/char index")
-        if self.machine_file is not None:
-            from .machinefile import read_machine_file  # YAML: only with --machine
-
-            read_machine_file(self.machine_file)
 
     def catalogs(self) -> Catalogs:
         """The module and ID catalogs, loaded once (they change only with a new kernel)."""
