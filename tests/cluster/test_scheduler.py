@@ -31,6 +31,7 @@ import json
 import os
 import random
 import re
+import time
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ from tests.support.sysfs_builder import SysfsBuilder
 
 from .support import REPO, apply, get, kubectl, wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(3600)]
 
 NS = "sched"
 LABEL = "liken-test/sched"
@@ -331,8 +332,11 @@ def run_round(cases: list[Case], work: Path) -> list[str]:
         docs += case_docs
     # Classes and templates first: a pod whose template is missing waits, but needlessly.
     docs.sort(key=lambda d: d["kind"] == "Pod")
+    started = time.monotonic()
     apply(docs)
+    applied = time.monotonic()
     got = decisions(set(expected))
+    decided = time.monotonic()
     disagreements = []
     for pod, (node, what, want) in sorted(expected.items()):
         have = got[pod]
@@ -345,6 +349,8 @@ def run_round(cases: list[Case], work: Path) -> list[str]:
                                  f"{sorted(want) if want else 'unallocatable'}, the scheduler "
                                  f"allocated {sorted(have)}")
     cleanup()
+    print(f"round of {len(cases)}: applied in {applied - started:.1f} s, decided in "
+          f"{decided - applied:.1f} s, cleaned up in {time.monotonic() - decided:.1f} s")
     return disagreements
 
 
