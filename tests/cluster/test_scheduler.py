@@ -300,8 +300,21 @@ def decisions(pods: set[str]) -> dict[str, set[Result] | str]:
                     done[name] = found[name]
         return done if len(done) == len(pods) else None
 
-    found = wait_for("the scheduler's decision on every pod of the round", decided,
-                     timeout=300, every=1.0)
+    try:
+        found = wait_for("the scheduler's decision on every pod of the round", decided,
+                         timeout=180, every=1.0)
+    except AssertionError:
+        seen = {p["metadata"]["name"]: p for p in get("pods", "-n", NS)["items"]}
+        events = get("events", "-n", NS)["items"]
+        stuck = []
+        for name in sorted(pods):
+            conds = seen.get(name, {}).get("status", {}).get("conditions", [])
+            if not any(c["type"] == "PodScheduled" and (c["status"] == "True" or
+                       c.get("reason") == "Unschedulable") for c in conds):
+                said = [e["message"] for e in events
+                        if e["involvedObject"].get("name", "").startswith(name[2:])]
+                stuck.append(f"{name}: {conds} {said[-3:]}")
+        raise AssertionError("no decision on:\n" + "\n".join(stuck)) from None
     claims = {c["metadata"]["name"]: c for c in get("resourceclaims", "-n", NS)["items"]}
     out: dict[str, set[Result] | str] = {}
     for name, p in found.items():
