@@ -312,7 +312,9 @@ def decisions(pods: set[str]) -> dict[str, set[Result] | str]:
             if not any(c["type"] == "PodScheduled" and (c["status"] == "True" or
                        c.get("reason") == "Unschedulable") for c in conds):
                 said = [e["message"] for e in events
-                        if e["involvedObject"].get("name", "").startswith(name[2:])]
+                        if e["involvedObject"].get("name", "") == name or
+                        e["involvedObject"].get("name", "").startswith((f"{name}-",
+                                                                        f"{name[2:]}-"))]
                 stuck.append(f"{name}: {conds} {said[-3:]}")
         raise AssertionError("no decision on:\n" + "\n".join(stuck)) from None
     claims = {c["metadata"]["name"]: c for c in get("resourceclaims", "-n", NS)["items"]}
