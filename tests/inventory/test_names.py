@@ -9,7 +9,9 @@ Trees are built on disk with the builder and read through the real sysfs reader.
 
 from __future__ import annotations
 
-from liken_devices.inventory.names import device_name
+from typing import NamedTuple
+
+from liken_devices.inventory.names import Names, device_name
 from tests.support.sysfs_builder import SysfsBuilder
 
 from .support import Scan, dev, hid_interface, names, paths
@@ -57,3 +59,38 @@ def test_name_follows_the_port_not_the_unit(b: SysfsBuilder, scan: Scan) -> None
     assert dev(second, "usb-1-2-1-0").attributes["serial"] == "UNIT-B"
     assert paths(second, "usb-1-2-1-0")[-1] == "/dev/bus/usb/001/007"
 
+
+
+class _Hw(NamedTuple):
+    bus: str
+    address: str
+    path: str
+
+
+class _Wanted(NamedTuple):
+    hw: _Hw
+    suffix: str
+
+
+def test_names_are_made_in_path_order_whatever_order_they_are_handed_over() -> None:
+    """rules: names.collision. The later in sysfs path order takes the hashed form, and each name
+    comes back in the place its candidate was handed over."""
+    long = "a-board-device-whose-firmware-name-is-very-long-indeed-x"
+    early = _Hw("platform", f"{long}1.1", f"/devices/platform/{long}1.1")
+    late = _Hw("platform", f"{long}2.2", f"/devices/platform/{long}2.2")
+    made = Names().make([_Wanted(late, ""), _Wanted(early, "")])
+    assert made[1] == Names().of(early) == device_name("platform", early.address)
+    assert made[0] == device_name("platform", late.address, hashed=True) != made[1]
+
+
+def test_an_outcome_names_its_devices_as_the_slice_does(b: SysfsBuilder, scan: Scan) -> None:
+    """rules: names.collision. ``explain`` lists a device by the name it is published as, the
+    hashed one too."""
+    long = "a-board-device-whose-firmware-name-is-very-long-indeed-x"
+    for n, minor in (("1", 70), ("2", 71)):
+        d = b.board("platform", f"{long}{n}.{n}", driver="leds")
+        b.node(d, "misc", f"m{minor}", 10, minor, subdir="misc")
+    inv = scan()
+    listed = [n for o in inv.outcomes for n in o.devices]
+    assert sorted(listed) == names(inv)
+    assert device_name("platform", f"{long}2.2", hashed=True) in listed

@@ -96,8 +96,10 @@ class Names:
     __slots__ = ()
 
     def of(self, hw: Place, suffix: str = "") -> str:
-        """The name of the device ``hw`` publishes with ``suffix``, as the collision rule leaves
-        every name it finds no earlier device taking (rules: names.form, names.cut)."""
+        """The name of the device ``hw`` publishes with ``suffix`` when no device earlier in
+        path order takes it first (only :meth:`make`, over the whole slice, knows that; rules:
+        names.form, names.cut): the name a claim holds a device by, and ``Inventory.held``'s key.
+        """
         return device_name(hw.bus, hw.address, suffix)
 
     def of_usb(self, path: str) -> str:
