@@ -93,6 +93,8 @@ REFUSED: dict[str, bytes] = {
     "version 2": state((UID, claim()), version=2),
     "version missing": json.dumps({"claims": {}}).encode(),
     "version as a string": state((UID, claim()), version="1"),
+    "version true": state((UID, claim()), version=True),
+    "version 1.0": state((UID, claim()), version=1.0),
     "claims missing": json.dumps({"version": 1}).encode(),
     "claims a list": json.dumps({"version": 1, "claims": []}).encode(),
     "a list": json.dumps([1]).encode(),
@@ -199,6 +201,8 @@ MESSAGES: dict[str, str] = {
     'requests a string': 'requests is not a list',
     'version 2': 'state version 2, want 1',
     'version as a string': "state version '1', want 1",
+    'version true': "state version True, want 1",
+    'version 1.0': "state version 1.0, want 1",
     'version missing': 'state version None, want 1',
 }
 
