@@ -40,7 +40,7 @@ TARGETS: tuple[Target, ...] = (
     Target("reserved", "liken_devices.inventory.reserved",
            _files("tests/inventory/test_reserved_rules.py", "tests/inventory/test_reserved.py",
                   *RULE_TESTS, "tests/inventory/test_properties.py"),
-           security=("<module>", "reserved_kind", "role_partitions", "backing")),
+           security=("<module>", "reserved_kind", "block_names", "role_partitions", "backing")),
     Target("storage-roles", "liken_devices.inventory.sources",
            ("tests/inventory/test_facts_rules.py", "tests/inventory/test_sources.py",
             "tests/inventory/test_properties.py"),

@@ -287,7 +287,11 @@ def _read_node(device: str, node: object) -> tuple[bool, DevNode]:
 
 
 def check_node_name(name: str) -> str:
-    """A node's name read back from a file, checked by the readers' rule: it cannot leave /dev."""
+    """A node's name read back from a file, checked by the readers' rule: it cannot leave /dev,
+    and it is not in the absent root, which nothing creates: only a device's own absent path
+    names it (rules: delivery.absent-node), never a node there."""
     if devname_problem(name) is not None:
         raise SpecError(f"device node name {name[:80]!r} is not a name under /dev")
+    if name.split("/", 1)[0] == ABSENT_ROOT.removeprefix("/dev/"):
+        raise SpecError(f"device node name {name[:80]!r} is in {ABSENT_ROOT}, where no node is")
     return name
