@@ -63,7 +63,8 @@ class SpecError(ValueError):
 
 
 def check_uid(uid: str) -> str:
-    """A claim UID about to become a file name (parsed before: ``claimref``), checked again."""
+    """A claim UID about to name a file or the spec's devices, checked again (it was parsed
+    where it entered: ``claimref``)."""
     if not UID.fullmatch(uid):
         raise SpecError(f"claim UID {uid!r} is not a UID (letters, digits and '-')")
     return uid
@@ -171,9 +172,8 @@ class Delivery:
 
 def build_spec(uid: str, deliveries: Sequence[Delivery], dev_dir: Path) -> dict[str, object]:
     """The CDI spec of one claim, with each present node's mode and owner read from ``dev_dir``
-    now (the CDI specification: every device needs non-empty edits). ``uid`` was parsed where
-    it entered (``claimref``), and is checked again where the spec becomes a file
-    (:func:`spec_path`)."""
+    now (the CDI specification: every device needs non-empty edits)."""
+    check_uid(uid)  # it names the spec's devices: checked again, as for the file's name
     host = HostNodes(dev_dir)
     devices: list[dict[str, object]] = []
     seen: set[str] = set()

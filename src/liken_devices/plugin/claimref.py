@@ -4,9 +4,9 @@ The kubelet's NodePrepareResources and NodeUnprepareResources name each claim by
 and name (the DRA gRPC ``Claim`` message). The UID is hostile until parsed, and it becomes file
 names (the claim's CDI spec ``liken.sh-<uid>.json``, ``names/<uid>`` beside the plugin's state)
 and CDI device names. So it is parsed where it enters, by :meth:`ClaimRef.parse` (the gRPC
-requests; ``--pod-uid`` by :func:`parse_uid`), and checked again only where it becomes a file
-name (``cdi.check_uid``, which the state's claims pass when the state file is read); between the
-two it travels as a parsed :class:`ClaimRef`.
+requests; ``--pod-uid`` by :func:`parse_uid`), and checked again only where it becomes a name
+on disk (``cdi.check_uid``: the CDI spec's file and device names, and the state, whose claims
+pass it when the state file is read); between the two it travels as a parsed :class:`ClaimRef`.
 
 The namespace and name are checked where they reach the API server's URL (``claims.check_ref``):
 an unprepare needs only the UID, and succeeds for a claim whose name could never be read.
