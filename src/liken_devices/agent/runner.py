@@ -227,7 +227,7 @@ class Agent:
                     os.write(self._wake_w, byte)
 
     def on_slice_event(self, kind: str, obj: dict[str, Any] | None) -> None:
-        if [p for p in self.publishers if p.observe(kind, obj)]:  # each one sees the event
+        if any([p.observe(kind, obj) for p in self.publishers]):  # each one sees the event
             self.wake(Wake.SLICE)
 
     def on_machine_event(self, kind: str, obj: dict[str, Any] | None) -> None:
