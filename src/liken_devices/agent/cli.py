@@ -196,16 +196,18 @@ def _assemble(args: argparse.Namespace, node: str, sources: Any, metrics: Any, s
     """The rest of :func:`assemble`, once the endpoint listens."""
     # lazy: loaded when this sub-command runs; the other commands start without it
     from ..kube.client import cluster_available
+    from ..slices.publish import Publisher, SliceFile
     from .runner import Agent, AgentConfig, Wake
 
     config = AgentConfig(node=node, sources=sources, console=args.console,
-                         slice_out=args.slice_out, status_out=args.status_out)
+                         status_out=args.status_out)
     if args.quiet_seconds is not None:
         config.quiet = args.quiet_seconds
     online = not args.no_api and cluster_available(args.kubeconfig)
     if not online and not args.no_api:
         log.warning("no kubeconfig and not in a pod: running offline (spec from --machine)")
-    publisher = reporter = client = None
+    reporter = client = None
+    publishers: list[Publisher] = []
     watches: list[Any] = []
     if online:
         # lazy: loaded when this sub-command runs; the other commands start without it
@@ -219,14 +221,18 @@ def _assemble(args: argparse.Namespace, node: str, sources: Any, metrics: Any, s
             if reporter is not None and reporter.set_sharing(available):
                 agent.wake(Wake.REPORT)
 
-        publisher = SlicePublisher(client, node, metrics=metrics, on_sharing=on_sharing)
+        publishers.append(SlicePublisher(client, node, metrics=metrics, on_sharing=on_sharing))
         if args.machine is None:
             reporter = MachineReporter(client, node, metrics=metrics)
         else:
             log.info("Machine spec read from %s; the Machine object is not reported",
                      args.machine)
         watches = _watches(client, node, reporter is not None)
-    agent = Agent(config, publisher=publisher, reporter=reporter, metrics=metrics,
+    if args.slice_out is not None:
+        # The file's writes count as the slice's only without the API server's.
+        publishers.append(SliceFile(node, args.slice_out,
+                                    published=None if online else metrics.published))
+    agent = Agent(config, publishers=publishers, reporter=reporter, metrics=metrics,
                   watches=watches)
     if not args.no_plugin:
         # Prepare walks afresh with the Machine's current spec (the agent's, not the file's);

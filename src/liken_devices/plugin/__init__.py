@@ -7,7 +7,8 @@ CDI device IDs, which the container runtime resolves.
 
 Modules: :mod:`.core` (prepare/unprepare/reconcile/health logic), :mod:`.server` (the gRPC
 services and sockets), :mod:`.cdi` (spec files), :mod:`.state` (the on-disk memory of prepared
-claims), :mod:`.claims` (reading a ResourceClaim), :mod:`.usb` (drivers_probe), :mod:`.cli`
+claims), :mod:`.claimref` (a claim as the kubelet names it: its UID parsed where it enters),
+:mod:`.claims` (reading a ResourceClaim), :mod:`.usb` (drivers_probe), :mod:`.cli`
 (``liken-devices plugin`` and ``liken-devices claims``); the ``.proto`` files are in ``proto/``
 and their stubs in ``gen/`` (``scripts/gen-protos.sh``).
 
@@ -56,7 +57,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .core import ClaimRef, Plugin, PluginConfig, PreparedDeviceResult, PrepareOutcome
+    from .claimref import ClaimRef
+    from .core import Plugin, PluginConfig, PreparedDeviceResult, PrepareOutcome
 
 __all__ = ["ClaimRef", "Plugin", "PluginConfig", "PrepareOutcome", "PreparedDeviceResult"]
 
@@ -65,7 +67,7 @@ def __getattr__(name: str) -> Any:
     # Lazy (PEP 562): `liken-devices scan` imports this package's command registration, and
     # must not pay for the plugin's gRPC-facing core it never runs.
     if name in __all__:
-        from . import core
+        from . import claimref, core
 
-        return getattr(core, name)
+        return getattr(claimref if name == "ClaimRef" else core, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

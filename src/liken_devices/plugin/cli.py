@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import signal
 import sys
 import threading
@@ -26,6 +25,7 @@ from .. import heap, signals
 from ..errors import InputError
 from ..inventory.limits import DRIVER
 from ..terminal import clean, clean_row
+from .claimref import UidError, parse_uid
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,6 @@ def upgrade_args(p: Any) -> None:
                         "downward API's metadata.uid)")
 
 
-_POD_UID = r"[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]"  # compiled at its first use
-
-
 def plain_unless_kubelet_surges(args: argparse.Namespace, node: str, client: Any) -> None:
     """Turn ``--seamless-upgrade`` off, saying so once, when the node's kubelet cannot run two
     instances of a plugin (older than 1.33, or its version unknown: kube/kubelet.py). A plain
@@ -104,9 +101,10 @@ def pod_uid_from_args(args: argparse.Namespace) -> str | None:
     if not uid:
         raise InputError("--seamless-upgrade needs the pod's UID: --pod-uid or $POD_UID (the "
                          "downward API's metadata.uid)")
-    if not re.fullmatch(_POD_UID, uid):
-        raise InputError(f"pod UID {uid[:80]!r} is not a UID (letters, digits and '-')")
-    return uid
+    try:
+        return parse_uid(uid, "pod UID")
+    except UidError as e:
+        raise InputError(str(e)) from None
 
 
 def run_plugin(args: argparse.Namespace) -> int:
