@@ -5,7 +5,7 @@ places pods on all the same) whose slices are the ones the agents publish for it
 
 * every real recording of the corpus (`scan -o json` is the agent's own slice), where the corpus
   is present;
-* generated machines (sysfs trees built here from a seeded mix of GPUs, sound cards, USB HID,
+* generated machines (sysfs trees built here from a fixed random mix of GPUs, sound cards, USB HID,
   serial and Bluetooth devices, TPMs, watchdogs, clocks and disks), always;
 * a node with three GPUs and their media.liken.sh devices, answered by the fake VA driver
   through the real libva (tests/media), for the two-driver claims.
@@ -112,10 +112,10 @@ def recorded(path: Path, work: Path) -> Node:
 PARTS = ["gpu", "amdgpu", "hda", "hid", "bt", "serial", "tpm", "rtc", "disk", "wdt"]
 
 
-def generated(seed: int, work: Path) -> Node:
-    """A machine built from a seeded mix of hardware, as sysfs trees on disk."""
-    rng = random.Random(seed)
-    root = work / f"gen-{seed}"
+def generated(number: int, work: Path) -> Node:
+    """A machine built from a fixed random mix of hardware, as sysfs trees on disk."""
+    rng = random.Random(number)
+    root = work / f"gen-{number}"
     b = SysfsBuilder(root / "sys")
     parts = [rng.choice(PARTS) for _ in range(rng.randint(1, 7))]
     for i, part in enumerate(parts):
@@ -138,7 +138,7 @@ def generated(seed: int, work: Path) -> Node:
             b.device(iface, f"hci{i}", "bluetooth", subdir="bluetooth")
         elif part == "serial":
             usb = b.usb_device(f"3-{i + 1}", busnum=3, devnum=i + 2, vendor="10c4",
-                               product="ea60", serial=f"S{seed}{i}")
+                               product="ea60", serial=f"S{number}{i}")
             iface = b.usb_interface(usb, driver="cp210x", cls=0xFF)
             b.node(iface, "tty", f"ttyUSB{i}", 188, i, subdir="tty")
         elif part == "tpm":
@@ -156,7 +156,7 @@ def generated(seed: int, work: Path) -> Node:
             b.node(d, "block", f"sd{'abcdefg'[i]}1", 8, 16 * i + 1, block=True)
     facts = root / "facts"
     (facts / "storage").mkdir(parents=True)
-    name = f"gen-{seed}"
+    name = f"gen-{number}"
     return Node.of(name, [scanned(name, "--sysfs", str(root / "sys"), "--facts", str(facts),
                                   "--modules-dir", str(root), "--hwdata-dir", str(root))], work)
 
@@ -200,7 +200,7 @@ def labelled(doc: dict[str, Any]) -> dict[str, Any]:
 def nodes(k8s: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Node]]:
     work = tmp_path_factory.mktemp("machines")
     ns = [recorded(p, work) for p in recordings()]
-    ns += [generated(seed, work) for seed in range(GENERATED_MACHINES)]
+    ns += [generated(k, work) for k in range(GENERATED_MACHINES)]
     ns.append(three_gpus(work))
     ns = [n for n in ns if n.devices]
     assert len(ns) >= GENERATED_MACHINES // 2, "the generator publishes next to nothing"
