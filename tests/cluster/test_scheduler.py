@@ -62,6 +62,9 @@ GENERATED_CLAIMS = 4
 EXAMPLES = sorted((REPO / "docs" / "examples").glob("*.yaml"))
 DEPLOY_CLASSES = [d for d in yaml.safe_load_all((REPO / "deploy" / "media" / "deviceclass.yaml")
                                                 .read_text()) if d]
+# A pod the scheduler cannot place: no devices (Unschedulable), or a CEL runtime error on a device
+# the allocator reached (SchedulerError: the claim is not allocated, whatever other devices offer).
+REFUSED = ("Unschedulable", "SchedulerError")
 Result = tuple[str, str, str, str]  # request, driver, pool, device
 
 
@@ -296,7 +299,7 @@ def decisions(pods: set[str]) -> dict[str, set[Result] | str]:
         for name in pods:
             for cond in found.get(name, {}).get("status", {}).get("conditions", []):
                 if cond["type"] == "PodScheduled" and (cond["status"] == "True" or
-                                                      cond.get("reason") == "Unschedulable"):
+                                                      cond.get("reason") in REFUSED):
                     done[name] = found[name]
         return done if len(done) == len(pods) else None
 
@@ -310,7 +313,7 @@ def decisions(pods: set[str]) -> dict[str, set[Result] | str]:
         for name in sorted(pods):
             conds = seen.get(name, {}).get("status", {}).get("conditions", [])
             if not any(c["type"] == "PodScheduled" and (c["status"] == "True" or
-                       c.get("reason") == "Unschedulable") for c in conds):
+                       c.get("reason") in REFUSED) for c in conds):
                 said = [e["message"] for e in events
                         if e["involvedObject"].get("name", "") == name or
                         e["involvedObject"].get("name", "").startswith((f"{name}-",
