@@ -220,6 +220,12 @@ def nodes(k8s: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iter
                     json.dumps({"status": {"capacity": resources,
                                            "allocatable": resources}}))
     apply([labelled(s) for n in ns for s in n.slices] + DEPLOY_CLASSES)
+    # `match` reads the slices as the API server stored them, as the scheduler does: a server
+    # whose DRAConsumableCapacity gate is off drops allowMultipleAllocations (no device shared).
+    stored: dict[str, list[dict[str, Any]]] = {}
+    for s in get("resourceslices", "-l", LABEL)["items"]:
+        stored.setdefault(s["spec"]["nodeName"], []).append(s)
+    ns = [Node.of(n.name, stored[n.name], work) for n in ns]
     yield ns
     cleanup()
     kubectl("delete", "resourceslices,deviceclasses", "-l", LABEL, "--wait=false", check=False)
