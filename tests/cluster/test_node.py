@@ -29,6 +29,7 @@ TREE = STATE / "node-machine"
 NS = "node-tier"
 SERIAL = "pci-0000-00-1e-0"
 IMAGE = "localhost/liken-bbox:ci"
+UPGRADE_TTYS = (6, 7, 8)
 SHOW = ("find /dev -type c -o -type b | sort; echo ---; stat -c '%n %t:%T %a %u %g' /dev/tty5; "
         "echo READY; sleep 3600")
 
@@ -38,6 +39,9 @@ def build_machine(root: Path) -> None:
     b = SysfsBuilder(root / "sys")
     serial = b.pci("0000:00:1e.0", driver="exar_serial", cls=0x070002)
     b.node(serial, "tty", "tty5", 4, 5, subdir="tty")
+    for n in UPGRADE_TTYS:  # more serial cards, for the claims prepared during an upgrade
+        card = b.pci(f"0000:00:1e.{n - 5}", driver="exar_serial", cls=0x070002)
+        b.node(card, "tty", f"tty{n}", 4, n, subdir="tty")
     sata = b.pci("0000:00:17.0", driver="ahci", cls=0x010601)
     b.node(sata, "block", "loop1", 7, 1, block=True, subdir="host0/target0:0:0/0:0:0:0/block")
     (root / "facts" / "storage" / "root").mkdir(parents=True)
@@ -175,3 +179,76 @@ def test_a_prepared_claim_survives_a_restart(node: str, restart: str) -> None:
              timeout=90)
     kubectl("-n", NS, "delete", "resourceclaim", name)
 
+
+
+def test_a_rolling_upgrade_fails_no_prepare(node: str) -> None:
+    """The DaemonSet rolled to a new image (a surge: the new pod beside the old one) while a pod
+    holds a claim and other pods' claims are being prepared: every pod starts with its device,
+    no prepare fails, and the held claim is still prepared and unprepared afterwards."""
+    ds = get("-n", "liken-system", "ds", "liken-devices")
+    [container] = [c for c in ds["spec"]["template"]["spec"]["containers"]
+                   if c["name"] == "liken-devices"]
+    old_image = container["image"]
+    new_image = old_image.rsplit(":", 1)[0] + ":upgrade"
+    inside("ctr", "-n", "k8s.io", "images", "tag", "--force", old_image, new_image)
+    claim_pod("holder", "0000:00:1e.0")
+    ready_log("holder")
+    uid = claim_uid("holder")
+    started = time.time()
+    names = [f"during-{n}" for n in UPGRADE_TTYS]
+    try:
+        kubectl("-n", "liken-system", "set", "image", "ds/liken-devices",
+                f"liken-devices={new_image}")
+        for n, name in zip(UPGRADE_TTYS, names, strict=True):
+            claim_pod(name, f"0000:00:1e.{n - 5}")
+            time.sleep(2)
+        kubectl("-n", "liken-system", "rollout", "status", "ds/liken-devices",
+                "--timeout=300s", timeout=320)
+        for n, name in zip(UPGRADE_TTYS, names, strict=True):
+            assert f"/dev/tty{n}" in device_nodes(ready_log(name))
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started - 1))
+        failed = [e["message"] for e in get("-n", NS, "events")["items"]
+                  if e.get("reason", "").startswith("Failed") and
+                  (e.get("lastTimestamp") or e.get("eventTime") or "") >= since]
+        assert failed == [], failed
+        assert get("-n", NS, "pod", "holder")["status"]["phase"] == "Running"
+        assert f"liken.sh-{uid}.json" in cdi_specs()
+        pods = get("-n", "liken-system", "pods", "-l", "app.kubernetes.io/name=liken-devices")
+        assert {p["spec"]["containers"][0]["image"] for p in pods["items"]} == {new_image}
+    finally:
+        for name in ["holder", *names]:
+            kubectl("-n", NS, "delete", "pod", name, "--ignore-not-found", "--wait=true",
+                    "--timeout=120s", timeout=130, check=False)
+            kubectl("-n", NS, "delete", "resourceclaim", name, "--ignore-not-found",
+                    check=False)
+        kubectl("-n", "liken-system", "set", "image", "ds/liken-devices",
+                f"liken-devices={old_image}")
+        kubectl("-n", "liken-system", "rollout", "status", "ds/liken-devices",
+                "--timeout=300s", timeout=320)
+    wait_for("unprepare after the upgrade", lambda: f"liken.sh-{uid}.json" not in cdi_specs(),
+             timeout=90)
+
+
+def test_the_health_stream_reaches_the_pods_status(node: str, k8s: dict[str, str]) -> None:
+    """The plugin's health stream (KEP-4680) as the kubelet reports it in the pod's status:
+    the device of the pod's claim, healthy while present."""
+    major, minor = (int(x) for x in k8s["kubernetes"].split(".")[:2])
+    if (major, minor) < (1, 36):
+        pytest.skip("ResourceHealthStatus is alpha and off by default before Kubernetes 1.36")
+    claim_pod("health", "0000:00:1e.0")
+    try:
+        ready_log("health")
+
+        def reported() -> list[dict[str, Any]] | None:
+            statuses = get("-n", NS, "pod", "health")["status"].get("containerStatuses", [])
+            found = [r for c in statuses for s in c.get("allocatedResourcesStatus") or []
+                     for r in s.get("resources") or []]
+            return found or None
+        resources = wait_for("the device's health in the pod's status", reported, timeout=120)
+        assert [(r["resourceID"].rsplit("/", 1)[-1], r.get("health")) for r in resources] == \
+            [(SERIAL, "Healthy")], resources
+    finally:
+        kubectl("-n", NS, "delete", "pod", "health", "--ignore-not-found", "--wait=true",
+                "--timeout=120s", timeout=130, check=False)
+        kubectl("-n", NS, "delete", "resourceclaim", "health", "--ignore-not-found",
+                check=False)
