@@ -11,19 +11,22 @@ line on stderr.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import __version__, logs
+from . import __version__
 from .cliargs import (
     Parser,
     dump,
     inputs_parent,
     node_from_args,
     run_command,
+    setup_logging,
     sources_from_args,
     terminal_width,
 )
@@ -201,8 +204,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def fit(line: str, width: int | None = None) -> str:
     """A line of ``explain`` wrapped to the terminal's width, continued indented."""
-    import textwrap  # only for explain's text
-
     width = width or terminal_width()
     if len(line) <= width:
         return line
@@ -311,8 +312,6 @@ SUBCOMMANDS: tuple[tuple[tuple[str, ...], str], ...] = (
 def _register(module: str) -> Register:
     if not module:
         return register_views
-    import importlib
-
     register: Register = importlib.import_module(f"{__package__}.{module}").register
     return register
 
@@ -361,10 +360,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if one is not None and not one.found:
         return build_parser()
     return parser
-
-
-def setup_logging(verbose: int, fmt: str = "text") -> None:
-    logs.setup(logging.WARNING - 10 * min(verbose, 2), fmt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sys
@@ -36,6 +37,7 @@ __all__ = [
     "node_from_args",
     "node_name",
     "run_command",
+    "setup_logging",
     "sources_from_args",
 ]
 
@@ -160,6 +162,11 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """A usage error is bad input: one line on stderr, exit status 2."""
         self.exit(2, f"{self.prog}: {clean(message)} (see '{self.prog} --help')\n")
+
+
+def setup_logging(verbose: int, fmt: str = "text") -> None:
+    """The log level of ``-v`` counted: warnings, ``-v`` info, ``-vv`` debug."""
+    logs.setup(logging.WARNING - 10 * min(verbose, 2), fmt)
 
 
 def inputs_parent() -> argparse.ArgumentParser:
