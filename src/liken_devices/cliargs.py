@@ -227,7 +227,9 @@ def yaml_text(objs: Any, many: bool = False) -> str:
     """``objs`` as YAML that every reader takes as it was meant: strings that look like numbers,
     booleans or null are quoted, and a string's subclasses (the project's StrEnums) are strings.
     With ``many``, ``objs`` is a sequence of documents."""
-    import yaml  # only for YAML output: scan's start-up does not pay for it
+    # deferred: PyYAML only for YAML output, 13 ms that JSON or a table skip
+    # (tests/test_layers.py)
+    import yaml
 
     class Dumper(yaml.SafeDumper):
         pass

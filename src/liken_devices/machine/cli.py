@@ -52,6 +52,8 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from .apply import cmd_apply  # the command's module (tests/test_layers.py, COMMANDS)
+    # deferred: the command's module, 15 ms that --help and the other commands
+    # skip (tests/test_layers.py)
+    from .apply import cmd_apply
 
     return cmd_apply(args)

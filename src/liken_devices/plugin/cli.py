@@ -67,12 +67,16 @@ def upgrade_args(p: Any) -> None:
 
 
 def run_plugin(args: argparse.Namespace) -> int:
-    from .serve import run_plugin  # the command's module (tests/test_layers.py, COMMANDS)
+    # deferred: the command's module, 60 ms that --help and the other commands
+    # skip (tests/test_layers.py)
+    from .serve import run_plugin
 
     return run_plugin(args)
 
 
 def run_claims(args: argparse.Namespace) -> int:
-    from .prepared import run_claims  # the command's module (tests/test_layers.py, COMMANDS)
+    # deferred: the command's module, 11 ms that --help and the other commands
+    # skip (tests/test_layers.py)
+    from .prepared import run_claims
 
     return run_claims(args)
