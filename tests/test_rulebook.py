@@ -413,13 +413,29 @@ def test_the_book_is_in_its_own_words() -> None:
     assert check_own_words(pages, spec) == []
 
 
+def check_module_table(text: str, modules: Iterable[str]) -> list[str]:
+    """What docs/inventory.md's module table gets wrong: a module of the package (its
+    ``__init__.py`` too) without a row, a row whose module is gone, a row that does not say what
+    its module holds."""
+    rows: dict[str, str] = {}
+    for line in text.splitlines():
+        cells = line.split("|")
+        if line.startswith("| `") and len(cells) > 3:
+            for m in re.findall(r"`([a-z_]+\.py)`", cells[1]):
+                rows[m] = cells[2].strip()
+    wanted = set(modules)
+    return ([f"no row for {m}" for m in sorted(wanted - rows.keys())]
+            + [f"a row for {m}, which the package does not hold"
+               for m in sorted(rows.keys() - wanted)]
+            + [f"the row of {m} does not say what it holds" for m, held in sorted(rows.items())
+               if not held])
+
+
 def test_the_inventory_module_table_names_every_module() -> None:
     """docs/inventory.md's table is where a reader looks a module up: it names all of them."""
     text = (REPO / "docs" / "inventory.md").read_text(encoding="utf-8")
-    rows = {m for line in text.splitlines() if line.startswith("| `")
-            for m in re.findall(r"`([a-z_]+\.py)`", line.split("|")[1])}
     modules = {p.name for p in (REPO / "src" / "liken_devices" / "inventory").glob("*.py")}
-    assert modules - {"__init__.py"} <= rows
+    assert check_module_table(text, modules) == []
 
 
 # ---- each check finds what it is for ---------------------------------------------------------
@@ -504,6 +520,19 @@ def test_a_rule_its_module_does_not_cite_is_found() -> None:
         "(`rules: things.one`)"]
     assert check_cited([rule], [Citation("src/b.py", 3, "things.one")], frozenset()) == []
     assert check_cited([rule], elsewhere, frozenset({"things.one"})) == []
+
+
+def test_a_module_the_table_lacks_or_a_stale_row_is_found() -> None:
+    table = ("| module | what it holds | rules |\n|---|---|---|\n"
+             "| `a.py`, `b.py` | the a and the b | [things.one](rules/things.md#things.one) |\n"
+             "| `gone.py` |  | |\n"
+             "| `no driver` | not a module's row |\n")
+    assert check_module_table(table, {"a.py", "b.py"} | {"gone.py"}) == [
+        "the row of gone.py does not say what it holds"]
+    assert check_module_table(table, {"__init__.py", "a.py", "b.py", "c.py"}) == [
+        "no row for __init__.py", "no row for c.py",
+        "a row for gone.py, which the package does not hold",
+        "the row of gone.py does not say what it holds"]
 
 
 def test_pending_must_agree_with_the_page_and_be_cleared(tmp_path: Path) -> None:

@@ -412,10 +412,11 @@ def test_a_failing_part_does_not_end_the_agent(node: FixtureNode, tmp_path: Path
     import json
 
     from liken_devices.agent.runner import Agent, AgentConfig
+    from liken_devices.slices.publish import SliceFile
 
     out = tmp_path / "slice.json"
-    agent = Agent(AgentConfig(node="broken", sources=node.sources(), console=None,
-                              slice_out=out), publisher=_Broken())
+    agent = Agent(AgentConfig(node="broken", sources=node.sources(), console=None),
+                  publishers=[_Broken(), SliceFile("broken", out)])
     t = threading.Thread(target=agent.run, daemon=True)
     t.start()
     try:
@@ -428,6 +429,62 @@ def test_a_failing_part_does_not_end_the_agent(node: FixtureNode, tmp_path: Path
         assert usb in [d["name"] for d in json.loads(out.read_text())["spec"]["devices"]]
         assert t.is_alive()
         assert "publishing failed" in caplog.text
+    finally:
+        agent.request_stop()
+        t.join(10)
+    assert not t.is_alive()
+
+
+class _Recording:
+    """A publisher that keeps what it is handed."""
+
+    def __init__(self) -> None:
+        self.handed: list[list[dict[str, Any]]] = []
+        self.synced = 0
+        self.seen: list[str] = []
+        self.writes = 0
+
+    @property
+    def converged(self) -> bool:
+        return self.synced > 0
+
+    def set_devices(self, devices: list[dict[str, Any]]) -> None:
+        self.handed.append(devices)
+
+    def sync(self) -> bool:
+        self.synced += 1
+        return True
+
+    def retry_in(self, now: float | None = None) -> float | None:
+        return None
+
+    def observe(self, kind: str, obj: Any) -> bool:
+        self.seen.append(kind)
+        return False
+
+
+def test_each_walk_goes_to_every_publisher(node: FixtureNode,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    """The same walk reaches every publisher, and one that fails (first or last) keeps it from
+    none of the others; each publisher sees the slice's watch events."""
+    from liken_devices.agent.runner import Agent, AgentConfig
+    from liken_devices.slices import devices_json
+
+    first, second = _Recording(), _Recording()
+    agent = Agent(AgentConfig(node="two", sources=node.sources(), console=None),
+                  publishers=[_Broken(), first, second, _Broken()])
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    try:
+        assert agent.ready.wait(10)
+        assert agent.inventory is not None
+        walk = devices_json(agent.inventory)
+        assert [d["name"] for d in walk] == ["pci-0000-00-02-0", "pci-0000-00-02-0-display"]
+        assert first.handed == second.handed == [walk]
+        assert first.synced == second.synced == 1
+        assert caplog.text.count("publishing failed") == 2
+        agent.on_slice_event("MODIFIED", {"metadata": {"name": "two-liken.sh"}})
+        assert first.seen == second.seen == ["MODIFIED"]
     finally:
         agent.request_stop()
         t.join(10)

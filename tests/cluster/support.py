@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "scripts" / "cluster" / "cluster.py"
 STATE = Path(os.environ.get("LIKEN_K8S_STATE", "/var/lib/liken-k8s"))
@@ -66,8 +64,11 @@ def get(*args: str) -> Any:
 
 def apply(docs: Iterable[dict[str, Any]], *extra: str, token: str | None = None,
           check: bool = True) -> subprocess.CompletedProcess[str]:
-    return kubectl("apply", "-f", "-", *extra, input=yaml.safe_dump_all(list(docs)),
-                   token=token, check=check)
+    # JSON, not YAML: PyYAML writes a string such as "0249" bare, and kubectl's YAML reader
+    # takes it for a number.
+    items = {"apiVersion": "v1", "kind": "List", "items": list(docs)}
+    return kubectl("apply", "-f", "-", *extra, input=json.dumps(items), token=token,
+                   check=check)
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout: float = 120,

@@ -51,11 +51,13 @@ def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
         assert n.name not in serio_ttys, f"{d.name} delivers serio-attached {n.path}"
         if n.type == "b":
             assert roles is not None, f"{d.name} delivers {n.path} with unreadable facts"
-            assert n.name.rsplit("/", 1)[-1] not in roles, f"{d.name} delivers role disk {n.path}"
+            # By either name the kernel knows it by: its last component, or its /dev name
+            # with "/" spelled "!" (/dev/cciss/c0d0p1 is the kernel's cciss!c0d0p1).
+            assert not roles & kernel_names(n), f"{d.name} delivers role disk {n.path}"
     role_devs = set()
     if roles:
-        by_name = {x.node.name.rsplit("/", 1)[-1]: x for x in snap.devices.values()
-                   if x.node and x.node.type == "b"}
+        by_name = {k: x for x in snap.devices.values() if x.node and x.node.type == "b"
+                   for k in kernel_names(x.node)}
         for r in roles:
             if r in by_name:
                 role_devs.add(by_name[r].path)
@@ -77,6 +79,10 @@ def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
     assert len(inv.devices) <= 128
     obj = make_slice("node-1", DRIVER, devices_json(inv))
     assert validate_slice(obj) == []
+
+
+def kernel_names(n: DevNode) -> set[str]:
+    return {n.name.rsplit("/", 1)[-1], n.name.replace("/", "!")}
 
 
 BUSES = {"pci", "usb", "platform", "acpi", "pnp"}
@@ -311,6 +317,76 @@ def test_invariants_hold_for_generated_trees_on_disk(tmp_path_factory: pytest.Te
     roles = frozenset({"sda1", "sdc1"}) if facts else None
     ctx = Context(Facts(roles, None if facts else "unreadable"))
     check_invariants(snap, ctx, build_inventory(snap, ctx))
+
+
+# Kernel block device names, plain and with the "!" the kernel's /dev name spells "/" (the
+# Smart Array and DAC960 drivers' disks: cciss!c0d0 is /dev/cciss/c0d0, its partition
+# cciss!c0d0p1 is /dev/cciss/c0d0p1). (disk's kernel name, partition's kernel name, major)
+DISK_STYLES = {
+    "sd": (lambda i: f"sd{'abcdefgh'[i]}", lambda i, p: f"sd{'abcdefgh'[i]}{p}", 8),
+    "nvme": (lambda i: f"nvme{i}n1", lambda i, p: f"nvme{i}n1p{p}", 259),
+    "cciss": (lambda i: f"cciss!c{i}d0", lambda i, p: f"cciss!c{i}d0p{p}", 104),
+    "ida": (lambda i: f"ida!c{i}d0", lambda i, p: f"ida!c{i}d0p{p}", 72),
+    "rd": (lambda i: f"rd!c{i}d0", lambda i, p: f"rd!c{i}d0p{p}", 48),
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(sorted(DISK_STYLES)), min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(1, 2)), max_size=2),
+       st.data())
+def test_a_disk_backing_a_role_is_never_published_whatever_its_kernel_name(
+        tmp_path_factory: pytest.TempPathFactory, styles: list[str],
+        mapped: list[tuple[int, int]], data: st.DataObject) -> None:
+    """rules: hardware.storage-role. Disks named as the kernel names them, plain (``sda1``)
+    or with a ``!`` for the ``/`` of their /dev name (``cciss!c0d0p1``, /dev/cciss/c0d0p1),
+    some under device-mapper devices built on a partition; init's facts tree on disk names
+    roles by kernel name. A controller holding a role's disk or partition, or one beneath a
+    role's mapped device, is the machine's and never published; every other one is offered."""
+    root = tmp_path_factory.mktemp("m")
+    b = SysfsBuilder(root / "sys")
+    own: dict[str, set[str]] = {}  # controller's address -> kernel names of its disk, partitions
+    parts: dict[str, Path] = {}
+    for i, style in enumerate(styles):
+        disk_name, part_name, major = DISK_STYLES[style]
+        address = f"0000:0{i + 1}:00.0"
+        ctrl = b.pci(address, driver=style, cls=0x010400)
+        disk = b.node(ctrl, "block", disk_name(i), major, 16 * i, block=True,
+                      devname=disk_name(i).replace("!", "/"), subdir="host0/block")
+        own[address] = {disk_name(i)}
+        for p in (1, 2):
+            parts[part_name(i, p)] = b.dir(b.node(disk, "block", part_name(i, p), major,
+                                                  16 * i + p, block=True,
+                                                  devname=part_name(i, p).replace("!", "/")))
+            own[address].add(part_name(i, p))
+    slaves_of: dict[str, str] = {}
+    for j, (i, p) in enumerate(mapped):
+        if i >= len(styles):
+            continue
+        slave = DISK_STYLES[styles[i]][1](i, p)
+        dm = b.node("/devices/virtual/block", "block", f"dm-{j}", 253, j, block=True)
+        (b.dir(dm) / "slaves").mkdir()
+        (b.dir(dm) / "slaves" / slave).symlink_to(parts[slave])
+        slaves_of[f"dm-{j}"] = slave
+    names = sorted(set().union(*own.values()) | set(slaves_of))
+    roles = data.draw(st.lists(st.sampled_from(names), unique=True, max_size=3))
+    write_facts(root / "facts", roles, "none")
+    facts = read_facts(root / "facts")
+    assert facts.role_partitions == frozenset(roles)
+    snap = read_sysfs(b.root)
+    ctx = Context(facts)
+    inv = build_inventory(snap, ctx)
+    check_invariants(snap, ctx, inv)
+    held = set(roles) | {slaves_of[r] for r in roles if r in slaves_of}
+    published = {d.source.rsplit("/", 1)[-1] for d in inv.devices}
+    for address, kernel in own.items():
+        outcome = next(o for o in inv.outcomes if o.address == address)
+        if held & kernel:
+            assert address not in published, f"{address} holds a role in {held & kernel}"
+            assert outcome.reason == "storage role", outcome
+        else:
+            assert address in published, outcome
 
 
 # -- every real recording ------------------------------------------------------------------

@@ -78,6 +78,27 @@ def test_a_block_node_in_a_directory_is_found_by_its_last_component() -> None:
     assert role_partitions(devs, Facts(frozenset({"dm-3"}))) == {"dm-3", "sdy1"}
 
 
+def test_a_block_node_whose_kernel_name_has_a_bang_is_found_by_that_name() -> None:
+    """The kernel names a Smart Array disk ``cciss!c0d0`` (its sysfs directory, a ``slaves``
+    entry, the facts) and its node /dev/cciss/c0d0: a role names the kernel's spelling."""
+    devs = {d.path: d for d in [
+        block("/devices/virtual/block/dm-4", "dm-4", ("cciss!c0d0p2",)),
+        block("/devices/pci/c/cciss!c0d0", "cciss/c0d0"),
+        block("/devices/pci/c/cciss!c0d0/cciss!c0d0p2", "cciss/c0d0p2", ("ida!c1d0p1",)),
+        block("/devices/pci/i/ida!c1d0/ida!c1d0p1", "ida/c1d0p1")]}
+    assert role_partitions(devs, Facts(frozenset({"dm-4"}))) == \
+        {"dm-4", "cciss!c0d0p2", "ida!c1d0p1"}
+    assert role_partitions(devs, Facts(frozenset({"cciss!c0d0p2"}))) == \
+        {"cciss!c0d0p2", "ida!c1d0p1"}
+    nodes = list(devs.values())
+    assert backing(nodes, frozenset({"cciss!c0d0p2"})) == ["cciss/c0d0p2"]
+    assert backing(nodes, frozenset({"cciss!c0d0", "ida!c1d0p1"})) == ["cciss/c0d0",
+                                                                      "ida/c1d0p1"]
+    assert backing(nodes, frozenset({"cciss!c0d0p1", "c1d0", "ida!c0d0p1"})) == []
+    # The last component still names it, as for a node in any directory.
+    assert backing(nodes, frozenset({"c0d0p2"})) == ["cciss/c0d0p2"]
+
+
 def test_role_partitions_of_unreadable_facts_is_none() -> None:
     assert role_partitions(DEVS, Facts(None, "facts root missing")) is None
 

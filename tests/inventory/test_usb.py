@@ -1,4 +1,5 @@
-"""USB devices the machine depends on, and whole libusb devices (inventory/usb.py).
+"""USB devices (inventory/usb.py): the ones the machine depends on, whole libusb devices, driven
+interfaces each with the usbfs node, a device a program holds, Bluetooth radios, serial lines.
 
 rules: usb.machine-depends, usb.unclaimed-means-unpublished, serial.no-usbfs
 """
@@ -19,6 +20,8 @@ from liken_devices.sysfs.reader import read_sysfs
 from liken_devices.sysfs.umockdev import load_recording
 from tests.support.corpus import recording
 from tests.support.sysfs_builder import Dev, SysfsBuilder
+
+from .support import bluetooth, cec_adapter, dev, hid_interface, names
 
 USBFS = "/dev/bus/usb/001/007"
 
@@ -168,3 +171,104 @@ def test_unclaimed_means_unpublished_on_a_recording() -> None:
     inv = build_inventory(snap, Context(Facts(frozenset())))
     assert "usb-4-1" in inv.by_name()
     assert not [u for u in inv.unclaimed if u.path.startswith(inv.by_name()["usb-4-1"].source)]
+
+
+# -- interfaces, whole devices, Bluetooth radios, serial lines -----------------------------------
+
+
+def test_usb_interfaces_each_deliver_the_usbfs_node(b: SysfsBuilder) -> None:
+    """USB devices: each driven interface is its own device, each with the same usbfs node."""
+    usb = b.usb_device("1-2", devnum=5)
+    hid_interface(b, usb, "1.0", 0)
+    hid_interface(b, usb, "1.1", 1)
+    inv = scan(b)
+    assert names(inv) == ["usb-1-2-1-0", "usb-1-2-1-1"]
+    for name in names(inv):
+        assert paths(inv, name)[-1] == "/dev/bus/usb/001/005"
+        assert dev(inv, name).attributes["subsystem"] == "hidraw"  # usbfs does not count
+
+
+def test_usb_device_with_no_driver_publishes_whole(b: SysfsBuilder) -> None:
+    """USB devices with no kernel driver: whole, usbfs only, class from the first interface."""
+    usb = b.usb_device("1-2", devnum=9, vendor="03c3", product="120a")
+    b.usb_interface(usb, "1.1", cls=0xFF)
+    b.usb_interface(usb, "1.0", cls=0x0B)
+    inv = scan(b)
+    assert names(inv) == ["usb-1-2"]
+    d = dev(inv, "usb-1-2")
+    assert paths(inv, "usb-1-2") == ["/dev/bus/usb/001/009"]
+    assert d.attributes["classCode"] == "0b" and d.attributes["class"] == "smart-card"
+    assert "driver" not in d.attributes and "subsystem" not in d.attributes
+    assert not d.shareable
+    assert reason(inv, "1-2:1.0") == Reason.FOLDED
+
+
+def test_driven_interface_replaces_the_whole_device(b: SysfsBuilder) -> None:
+    """USB devices with no kernel driver: once a module binds an interface, it publishes."""
+    usb = b.usb_device("1-2")
+    iface = b.usb_interface(usb, "1.0", cls=3)
+    assert names(scan(b)) == ["usb-1-2"]
+    b.set_driver(iface, "usb", "usbhid")
+    b.node(b.device(iface, "0003:1234:5678.0001", "hid"), "hidraw", "hidraw0", 240, 0,
+           subdir="hidraw")
+    assert names(scan(b)) == ["usb-1-2-1-0"]
+
+
+def test_interface_held_through_usbfs_leaves_the_slice(b: SysfsBuilder) -> None:
+    """USB devices: a device leaves the slice while a program holds an interface via usbfs."""
+    usb = b.usb_device("1-2", devnum=4)
+    b.usb_interface(usb, "1.0", driver="usbfs", cls=0xFF)
+    inv = scan(b)
+    assert names(inv) == []
+    assert reason(inv, "1-2:1.0") == Reason.HELD_BY_PROGRAM
+    # The claim that holds it keeps its usbfs node (the hardware is present).
+    assert inv.lookup("usb-1-2-1-0") == (read_sysfs(b.root).devices[usb.path].node,)
+
+
+def test_bluetooth_adapter_delivers_the_fixed_set(b: SysfsBuilder) -> None:
+    """Bluetooth adapters: usbfs, /dev/uinput and the 32 legacy event nodes 13:64..13:95."""
+    bluetooth(b)
+    inv = scan(b)
+    assert names(inv) == ["usb-1-8-1-0"]
+    d = dev(inv, "usb-1-8-1-0")
+    assert not d.shareable and "subsystem" not in d.attributes
+    nodes = d.nodes
+    assert nodes[0].path == "/dev/bus/usb/001/003"
+    assert (nodes[1].path, nodes[1].major, nodes[1].minor) == ("/dev/uinput", 10, 223)
+    events = [n for n in nodes if n.major == 13]
+    assert [(n.minor, n.path) for n in events] == [(64 + i, f"/dev/input/event{i}")
+                                                   for i in range(32)]
+    assert "/dev/uhid" not in [n.path for n in nodes]
+    assert reason(inv, "1-8:1.1") == Reason.FOLDED
+
+
+def test_bluetooth_uhid_when_declared(b: SysfsBuilder) -> None:
+    """Bluetooth adapters: /dev/uhid on a machine whose spec.modules declares uhid."""
+    bluetooth(b)
+    inv = scan(b, machine=MachineSpec(modules=("uhid",)))
+    assert paths(inv, "usb-1-8-1-0")[-1] == "/dev/uhid"
+    assert dev(inv, "usb-1-8-1-0").nodes[-1].minor == 239
+
+
+def test_serial_line_before_attachment_publishes_nothing(b: SysfsBuilder) -> None:
+    """Serial-line adapters: the tty is never published; before attachment, nothing."""
+    cec_adapter(b, attached=False)
+    inv = scan(b, machine=MachineSpec(serio=(PULSE8,)))
+    assert "usb-1-5-1-0" not in names(inv)
+    assert reason(inv, "1-5:1.0") == Reason.ONLY_RESERVED
+    assert all(n.name != "ttyACM0" for d in inv.devices for n in d.nodes)
+
+
+def test_serial_line_without_entry_is_an_ordinary_tty(b: SysfsBuilder) -> None:
+    """Serial-line adapters: before an entry declared it, the bare name was the tty's device."""
+    cec_adapter(b, attached=False)
+    inv = scan(b)
+    assert paths(inv, "usb-1-5-1-0") == ["/dev/ttyACM0", "/dev/bus/usb/001/006"]
+
+
+def test_serio_entry_serial_must_match(b: SysfsBuilder) -> None:
+    """rules: serial.one-matching-rule. An entry with a serial matches only that unit."""
+    cec_adapter(b, attached=False)
+    other = SerioEntry("pulse8-cec", "2548", "1002", "OTHER")
+    assert "usb-1-5-1-0" in names(scan(b, machine=MachineSpec(serio=(other,))))
+

@@ -30,7 +30,7 @@ pytest.importorskip("cel_expr_python")
 from liken_devices.cli import main
 from liken_devices.inventory.limits import DRIVER
 from liken_devices.match.allocate import Evaluator
-from liken_devices.match.cel import environment
+from liken_devices.match.cel import DeviceInput, Outcome, environment
 from liken_devices.match.model import DeviceClass, Subrequest, slice_devices
 from tests.match.test_allocate import CLASSES, SLICES, claim, dev, req, slice_
 from tests.match.test_claimfor import slice_of
@@ -341,3 +341,16 @@ def test_one_pool_keeps_plain_names(tmp_path: Path, capsys: pytest.CaptureFixtur
                    slices=only, output="text")
     assert rc == 0
     assert re.search(r"=> allocatable: s gets usb-1-3-1-0\b", text)
+
+
+def test_an_optional_operand_is_explained_not_a_traceback() -> None:
+    # A generated claim on the real cluster: `.?name.orValue(…)` read as a PATH gave the CEL
+    # binding an optional it cannot convert, and `match` ended in a traceback.
+    env = environment()
+    device = DeviceInput("liken.sh", {"address": {"string": "LNXPWRBN:00"}}, {})
+    data = env.device_data(device)
+    value, error = env.evaluate(
+        env.compile_value('device.attributes["liken.sh"].?address'), data)
+    assert error is None and env.show(value) == "a value of type optional"
+    expression = 'device.attributes["liken.sh"].?address.orValue("zz") == "x"'
+    assert env.matches(env.compile(expression), data) == Outcome(False, None)

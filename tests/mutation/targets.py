@@ -25,29 +25,40 @@ class Target:
         return "src/" + self.module.replace(".", "/") + ".py"
 
 
+# The inventory's rules through the whole policy, one file per module: every target judged by
+# them runs them all (a mutant of one module may show in another module's rule).
+RULE_TESTS = tuple(f"tests/inventory/test_{m}.py" for m in (
+    "publish", "reserved", "sharing", "usb", "hardware", "policy", "names", "attributes",
+    "ledger"))
+
+
+def _files(*paths: str) -> tuple[str, ...]:
+    """``paths`` in order, each once (a module's own file first, then RULE_TESTS)."""
+    return tuple(dict.fromkeys(paths))
+
 TARGETS: tuple[Target, ...] = (
     Target("reserved", "liken_devices.inventory.reserved",
-           ("tests/inventory/test_reserved_rules.py", "tests/inventory/test_policy.py",
-            "tests/inventory/test_properties.py"),
-           security=("<module>", "reserved_kind", "role_partitions", "backing")),
+           _files("tests/inventory/test_reserved_rules.py", "tests/inventory/test_reserved.py",
+                  *RULE_TESTS, "tests/inventory/test_properties.py"),
+           security=("<module>", "reserved_kind", "block_names", "role_partitions", "backing")),
     Target("storage-roles", "liken_devices.inventory.sources",
            ("tests/inventory/test_facts_rules.py", "tests/inventory/test_sources.py",
             "tests/inventory/test_properties.py"),
            functions=("<module>", "read_facts", "_storage_roles", "_role_partition"),
            security=("<module>", "read_facts", "_storage_roles", "_role_partition")),
     Target("sharing", "liken_devices.inventory.sharing",
-           ("tests/inventory/test_sharing_rules.py", "tests/inventory/test_policy.py",
-            "tests/inventory/test_properties.py"),
+           _files("tests/inventory/test_sharing_rules.py", "tests/inventory/test_sharing.py",
+                  *RULE_TESTS, "tests/inventory/test_properties.py"),
            security=("<module>", "split", "_gpu", "node_kind")),
     Target("bluetooth", "liken_devices.inventory.bluetooth",
-           ("tests/inventory/test_bluetooth_numbers.py", "tests/inventory/test_bluetooth.py",
-            "tests/inventory/test_policy.py"),
+           _files("tests/inventory/test_bluetooth_numbers.py", "tests/inventory/test_bluetooth.py",
+                  "tests/inventory/test_usb.py", *RULE_TESTS),
            security=("<module>", "is_legacy_event", "legacy_event_devices", "event_owner",
                      "bluetooth_nodes")),
     Target("usbfs", "liken_devices.inventory.usb",
-           ("tests/inventory/test_usbfs_rules.py", "tests/inventory/test_usb.py",
-            "tests/inventory/test_claimed_shape.py", "tests/inventory/test_policy.py",
-            "tests/inventory/test_bluetooth.py"),
+           _files("tests/inventory/test_usbfs_rules.py", "tests/inventory/test_usb.py",
+                  "tests/inventory/test_claimed_shape.py", *RULE_TESTS,
+                  "tests/inventory/test_bluetooth.py"),
            functions=("UsbRules.decide", "UsbRules.machine_depends", "UsbRules._whole",
                       "UsbRules._held_whole", "UsbRules._held_interface", "UsbRules._interface",
                       "UsbRules._bluetooth"),

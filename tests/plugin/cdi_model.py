@@ -7,7 +7,8 @@ named ``<claim UID>-<DNS label>`` with a non-empty ``containerEdits.deviceNodes`
 node either present (``/dev/<name>``, type ``c`` or ``b``, integer numbers in 0..2^32-1) or
 absent (``/dev/.liken.sh-absent/<device>/<name>``), all of a device's nodes alike; every name
 a relative path of the characters kernel device names use, without empty, ``.`` or ``..``
-components. The answer is the claim's devices (name, present) or None when refused.
+components, not in the absent root. The answer is the claim's devices (name, present) or None
+when refused.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ def node_name_ok(name: str) -> bool:
     if not 0 < len(name) <= 255:
         return False
     parts = name.split("/")
+    if parts[0] == ".liken.sh-absent":  # the absent root holds no node
+        return False
     return len(parts) <= 16 and all(
         p not in ("", ".", "..") and len(p) <= 255 and set(p) <= NAME_CHARS for p in parts)
 

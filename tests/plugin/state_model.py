@@ -52,7 +52,9 @@ def read_state(raw: bytes) -> set[str] | None:
         doc = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):
         return None
-    if type(doc) is not dict or doc.get("version") != 1 or type(doc.get("claims")) is not dict:
+    # The version is the integer 1: JSON's true and 1.0 are other values.
+    if type(doc) is not dict or type(doc.get("version")) is not int or doc.get("version") != 1 \
+            or type(doc.get("claims")) is not dict:
         return None
     for uid, claim in doc["claims"].items():
         if not uid_ok(uid) or not claim_ok(claim):

@@ -119,6 +119,12 @@ REFUSED: dict[str, Any] = {
     "an absent path of another device": spec(("usb-1-3", [{"path": f"{ABSENT}/sda/ttyS1"}])),
     "an absent path that leaves": spec(("usb-1-3", [{"path": f"{ABSENT}/usb-1-3/../../x"}])),
     "an empty absent name": spec(("usb-1-3", [{"path": f"{ABSENT}/usb-1-3/"}])),
+    # rules: delivery.absent-node. A present node in the absent root, which nothing creates.
+    "a present node in another device's absent path": spec(
+        ("usb-1-3", [present(f"{ABSENT}/sda/ttyS1")])),
+    "a present node in its own device's absent path's parent": spec(
+        ("usb-1-3", [present(f"{ABSENT}/ttyS1")])),
+    "the absent root as a present node": spec(("usb-1-3", [present(ABSENT)])),
     "a negative major": spec(("usb-1-3", [present("/dev/ttyS1", major=-1)])),
     "a negative minor": spec(("usb-1-3", [present("/dev/ttyS1", minor=-1)])),
     "a major of 2^32": spec(("usb-1-3", [present("/dev/ttyS1", major=2**32)])),
@@ -229,9 +235,12 @@ PATHS: dict[str, tuple[str, bool] | None] = {
     f"{ABSENT}/usb-1-3/ttyS1": ("ttyS1", False),
     f"{ABSENT}/usb-1-3/../x": None,
     f"{ABSENT}/usb-1-3/": None,
-    # Another device's absent root is a name under /dev by the readers' rule (its characters
-    # are a kernel device name's): with a type and numbers it reads as a present node.
-    f"{ABSENT}/sda/ttyS1": (".liken.sh-absent/sda/ttyS1", True),
+    # Another device's absent path, or the absent root itself, names no node, absent or
+    # present: nothing creates /dev/.liken.sh-absent (rules: delivery.absent-node).
+    f"{ABSENT}/sda/ttyS1": None,
+    f"{ABSENT}/usb-1-3x/ttyS1": None,
+    f"{ABSENT}/ttyS1": None,
+    ABSENT: None,
 }
 DEVICE_NAMES: dict[str, str | None] = {  # the CDI name -> the device it reads back as
     f"{UID}-usb-1-3": "usb-1-3",

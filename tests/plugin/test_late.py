@@ -79,7 +79,8 @@ def late_metric(metrics: AgentMetrics) -> float:
 
 def test_a_late_registrant_is_reported_until_the_container_restarts(
         api: FakeApiServer, kube: Any, tmp_path: Path, sockdir: Path,
-        caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+        caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     m = Machine(tmp_path / "m")
     metrics = AgentMetrics()
     config = make_config(tmp_path, sockdir, sysfs=m.sources.sysfs)
@@ -109,6 +110,24 @@ def test_a_late_registrant_is_reported_until_the_container_restarts(
         (device,) = claim["devices"]
         return dict(device)
 
+    machine_args = ["--sysfs", str(m.sources.sysfs), "--facts", str(tmp_path), "--modules-dir",
+                    str(tmp_path), "--hwdata-dir", str(tmp_path)]
+
+    def explain() -> tuple[list[tuple[int, str, str]], str]:
+        """explain's late registrants of the radio (minor, owner, claim) in -o json, and its
+        text's line for them."""
+        assert main(["explain", "--state-dir", str(config.state_dir), *machine_args,
+                     "-o", "json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["pluginState"] == {"read": True, "error": None}
+        got = [(x["minor"], x["owner"], x["claim"])
+               for x in doc["lateRegistrants"].get(RADIO, [])]
+        assert set(doc["lateRegistrants"]) <= {RADIO}
+        monkeypatch.setenv("COLUMNS", "400")  # one line each, whatever the terminal
+        assert main(["explain", "--state-dir", str(config.state_dir), *machine_args]) == 0
+        text = [line for line in capsys.readouterr().out.splitlines() if "UNHEALTHY" in line]
+        return got, "\n".join(text)
+
     try:
         claim = new_claim(api, [RADIO])
         uid = claim[1]
@@ -135,6 +154,17 @@ def test_a_late_registrant_is_reported_until_the_container_restarts(
         assert [(x["minor"], x["owner"]) for x in device["lateRegistrants"]] == [
             (69, "usb 1-2:1.0")]
         assert device["healthy"] is False
+        # explain shows it as well: the number, its owner and the claim.
+        late, text = explain()
+        assert late == [(69, "usb 1-2:1.0", f"default/{claim[2]}")]
+        assert text == (f"  {RADIO} UNHEALTHY in claim default/{claim[2]}: 13:69 is "
+                        "/dev/input/event5, the node of usb 1-2:1.0, registered after the "
+                        "container started (it can read it until it restarts)")
+        assert main(["claims", "--state-dir", str(config.state_dir), *machine_args]) == 0
+        assert [line.strip() for line in capsys.readouterr().out.splitlines()
+                if "UNHEALTHY" in line] == [
+            "UNHEALTHY, late registrant: 13:69 is /dev/input/event5, the node of usb 1-2:1.0, "
+            "registered after the container started (it can read it until it restarts)"]
         # The next container gets the current set: 13:69 is out of the rewritten spec.
         spec = json.loads(spec_path(config.cdi_dir, uid).read_text())
         minors = {n["minor"] for d in spec["devices"]
@@ -148,7 +178,34 @@ def test_a_late_registrant_is_reported_until_the_container_restarts(
         assert late_metric(metrics) == 0
         device = claims()
         assert device["lateRegistrants"] == [] and device["healthy"] is True
+        assert explain() == ([], "")
         assert any(x["minor"] == 69 for x in device["leftOut"])  # still the keyboard's
     finally:
         k.close()
         plugin.stop()
+
+
+def test_explain_reads_the_plugins_state_only_when_it_may(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Another machine's walk reads no plugin state unless ``--state-dir`` names one (this
+    host's claims are not that machine's); a state that cannot be read is one line in the text
+    and ``pluginState`` in JSON, and the rest of ``explain`` still answers."""
+    m = Machine(tmp_path / "m")
+    args = ["--sysfs", str(m.sources.sysfs), "--facts", str(tmp_path), "--modules-dir",
+            str(tmp_path), "--hwdata-dir", str(tmp_path)]
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "claims.json").write_text('{"version": true, "claims": {}}')
+    assert main(["explain", *args, "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pluginState"] == {"read": True, "error": None}
+    assert doc["lateRegistrants"] == {}
+    assert main(["explain", *args, "--state-dir", str(state), "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pluginState"]["read"] is False
+    assert doc["pluginState"]["error"].startswith(f"{state}/claims.json: state version True")
+    assert any(RADIO in h["devices"] for h in doc["hardware"])  # the rest still answers
+    assert main(["explain", *args, "--state-dir", str(state)]) == 0
+    text = capsys.readouterr().out
+    assert "usb 1-8:1.0 [btusb]: published as usb-1-8-1-0" in text
+    assert "The kubelet plugin's state cannot be read" in " ".join(text.split())

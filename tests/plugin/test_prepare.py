@@ -110,6 +110,23 @@ def test_errors_are_per_claim_in_band(api: FakeApiServer, plugin: Plugin,
     assert set(plugin.prepared()) == {good[1]}
 
 
+def test_a_uid_that_is_not_one_is_answered_by_it(api: FakeApiServer, plugin: Plugin,
+                                                 kubelet: TestKubelet) -> None:
+    """The claims whose UID does not parse where it enters (gRPC) are answered in band, named
+    by the text the kubelet sent, beside the others of the call: prepare fails them, unprepare
+    succeeds for them (no spec is named after them)."""
+    good = new_claim(api, ["usb-1-3"])
+    bad = [("default", uid, "evil") for uid in ("../../etc/passwd", "", f"{good[1]}\n")]
+    out = kubelet.prepare([good, *bad])
+    assert out[good[1]].error == "" and out[good[1]].devices
+    for _, uid, _ in bad:
+        assert out[uid].error == f"claim UID {uid!r} is not a UID (letters, digits and '-')"
+        assert out[uid].devices == []
+    assert cdi_files(plugin.config.cdi_dir) == [f"liken.sh-{good[1]}.json"]
+    assert kubelet.unprepare([*bad, good]) == {uid: "" for _, uid, _ in [*bad, good]}
+    assert cdi_files(plugin.config.cdi_dir) == [] and plugin.prepared() == {}
+
+
 def test_disk_that_now_backs_a_role_is_not_delivered(api: FakeApiServer, plugin: Plugin,
                                                      kubelet: TestKubelet,
                                                      hardware: Hardware) -> None:

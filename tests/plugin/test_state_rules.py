@@ -93,6 +93,8 @@ REFUSED: dict[str, bytes] = {
     "version 2": state((UID, claim()), version=2),
     "version missing": json.dumps({"claims": {}}).encode(),
     "version as a string": state((UID, claim()), version="1"),
+    "version true": state((UID, claim()), version=True),
+    "version 1.0": state((UID, claim()), version=1.0),
     "claims missing": json.dumps({"version": 1}).encode(),
     "claims a list": json.dumps({"version": 1, "claims": []}).encode(),
     "a list": json.dumps([1]).encode(),
@@ -122,6 +124,9 @@ REFUSED: dict[str, bytes] = {
                                                                     2]]}))),
     "an absolute node name": state((UID, claim(nodes={"a": [["/etc/shadow", "c", 1, 2]]}))),
     "a node name with a space": state((UID, claim(nodes={"a": [["tty S1", "c", 1, 2]]}))),
+    # rules: delivery.absent-node. Nothing creates the absent root: no node is there.
+    "a node name in the absent root": state((UID, claim(nodes={"a": [
+        [".liken.sh-absent/a/ttyS1", "c", 4, 65]]}))),
     "a negative major": state((UID, claim(nodes={"a": [["x", "c", -1, 2]]}))),
     "a minor of 2^32": state((UID, claim(nodes={"a": [["x", "c", 1, 2**32]]}))),
     "a boolean number": state((UID, claim(nodes={"a": [["x", "c", True, 2]]}))),
@@ -168,6 +173,8 @@ MESSAGES: dict[str, str] = {
     'a namespace of 254': 'namespace is not a printable name of at most 253 characters',
     'a negative major': 'device number -1 is not a number of 32 bits',
     'a node name that leaves /dev': "device node name '../etc/shadow' is not a name under /dev",
+    'a node name in the absent root': "device node name '.liken.sh-absent/a/ttyS1' is in "
+                                      "/dev/.liken.sh-absent, where no node is",
     'a node name with a space': "device node name 'tty S1' is not a name under /dev",
     'a node of five fields': "node ['x', 'c', 1, 2, 3] is not [name, type, major, minor]",
     'a node of three fields': "node ['x', 'c', 1] is not [name, type, major, minor]",
@@ -199,6 +206,8 @@ MESSAGES: dict[str, str] = {
     'requests a string': 'requests is not a list',
     'version 2': 'state version 2, want 1',
     'version as a string': "state version '1', want 1",
+    'version true': "state version True, want 1",
+    'version 1.0': "state version 1.0, want 1",
     'version missing': 'state version None, want 1',
 }
 

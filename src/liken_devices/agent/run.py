@@ -1,7 +1,7 @@
 """``liken-devices run``: the node agent assembled from its command line, and run.
 
 :mod:`.cli` defines the command's options; this module builds the agent they describe
-(:func:`assemble`: the endpoint first, then the API client, the publisher, the watches, the
+(:func:`assemble`: the endpoint first, then the API client, the publishers, the watches, the
 kubelet plugin and the machine side) and runs it until SIGTERM.
 """
 
@@ -19,6 +19,7 @@ from ..kube import MachineReporter, ObjectWatch, Resources, SlicePublisher, make
 from ..kube.client import cluster_available
 from ..kube.endpoint import default_address
 from ..plugin.upgrade import plain_unless_kubelet_surges, pod_uid_from_args
+from ..slices.publish import Publisher, SliceFile
 from .metrics import AgentMetrics
 from .runner import Agent, AgentConfig, Wake
 
@@ -104,13 +105,14 @@ def _assemble(args: argparse.Namespace, node: str, sources: Any, metrics: Any, s
               built: list[Any]) -> Assembled:
     """The rest of :func:`assemble`, once the endpoint listens."""
     config = AgentConfig(node=node, sources=sources, console=args.console,
-                         slice_out=args.slice_out, status_out=args.status_out)
+                         status_out=args.status_out)
     if args.quiet_seconds is not None:
         config.quiet = args.quiet_seconds
     online = not args.no_api and cluster_available(args.kubeconfig)
     if not online and not args.no_api:
         log.warning("no kubeconfig and not in a pod: running offline (spec from --machine)")
-    publisher = reporter = client = None
+    reporter = client = None
+    publishers: list[Publisher] = []
     watches: list[Any] = []
     if online:
         client = make_client(args.kubeconfig, timeout=args.api_timeout)
@@ -121,14 +123,18 @@ def _assemble(args: argparse.Namespace, node: str, sources: Any, metrics: Any, s
             if reporter is not None and reporter.set_sharing(available):
                 agent.wake(Wake.REPORT)
 
-        publisher = SlicePublisher(client, node, metrics=metrics, on_sharing=on_sharing)
+        publishers.append(SlicePublisher(client, node, metrics=metrics, on_sharing=on_sharing))
         if args.machine is None:
             reporter = MachineReporter(client, node, metrics=metrics)
         else:
             log.info("Machine spec read from %s; the Machine object is not reported",
                      args.machine)
         watches = _watches(client, node, reporter is not None)
-    agent = Agent(config, publisher=publisher, reporter=reporter, metrics=metrics,
+    if args.slice_out is not None:
+        # The file's writes count as the slice's only without the API server's.
+        publishers.append(SliceFile(node, args.slice_out,
+                                    published=None if online else metrics.published))
+    agent = Agent(config, publishers=publishers, reporter=reporter, metrics=metrics,
                   watches=watches)
     if not args.no_plugin:
         # Prepare walks afresh with the Machine's current spec (the agent's, not the file's);

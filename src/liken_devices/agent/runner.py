@@ -12,7 +12,8 @@ The rules of docs/rules/ (what a node publishes, uevents, delivery, the Machine,
   keeps its shape until its claim ends, and the 128 cap keeps what is claimed
   (rules: usb.claimed-keeps-shape, limits.cap-keeps-claimed); an unprepare that ends a claim wakes a
   walk, so what the claim held is published as the kernel then shows it;
-* after each walk: publish, the plugin's reconcile pass, the machine side (modules and serial
+* after each walk: its devices to every publisher (the API server's slice, ``--slice-out``'s
+  file: ``slices.publish``), the plugin's reconcile pass, the machine side (modules and serial
   lines, ``docs/machine.md``), then the Machine's status;
 * no polling loop: the thread sleeps in ``select`` on the uevent socket and a wake-up pipe, with a
   timeout only while a burst is pending or an API retry is scheduled, so an idle node costs no
@@ -36,7 +37,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -45,13 +46,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import heap
 from ..errors import InputError
 from ..files import write_atomic
-from ..inventory import Inventory, MachineSpec, Sources, build_inventory
-from ..inventory.limits import DRIVER
+from ..inventory import Inventory, MachineSpec, Sources
 from ..inventory.model import NO_CLAIMS, Claimed
 from ..inventory.sources import FactsStamp, facts_stamp
 from ..kube.machine import build_status
 from ..machine.conditions import spec_condition
-from ..slices import devices_json, make_slice
+from ..slices import devices_json
+from ..slices.publish import Publisher
 from .metrics import AgentMetrics
 from .uevent import MAX_WAIT, QUIET, Debouncer, UeventSocket, wakes_walk
 
@@ -103,25 +104,9 @@ class AgentConfig:
     console: Path | None = Path("/dev/console")
     quiet: float = QUIET
     max_wait: float = MAX_WAIT
-    slice_out: Path | None = None  # also write the slice's JSON here (offline runs, debugging)
-    status_out: Path | None = None  # and the Machine status
-
-
-class Publisher(Protocol):
-    """What the loop needs of ``kube.SlicePublisher``."""
-
-    writes: int
-
-    @property
-    def converged(self) -> bool: ...
-
-    def set_devices(self, devices: list[dict[str, Any]]) -> None: ...
-
-    def observe(self, event: str, obj: dict[str, Any] | None) -> bool: ...
-
-    def sync(self) -> bool: ...
-
-    def retry_in(self, now: float | None = None) -> float | None: ...
+    # Also write the Machine status's JSON here (offline runs, debugging; the slice's file is a
+    # publisher: slices.publish.SliceFile).
+    status_out: Path | None = None
 
 
 class Reporter(Protocol):
@@ -179,16 +164,18 @@ class Watch(Protocol):
 
 class Agent:
     """See the module docstring. Every collaborator is optional, so offline runs and tests can
-    leave out the API side (``publisher``/``reporter``), the ``plugin`` or the ``machine_side``.
+    leave out the API side (the API server's publisher, the ``reporter``), the ``plugin`` or the
+    ``machine_side``. Each walk's devices go to every one of ``publishers``, in order; one that
+    fails does not keep them from the others.
     """
 
-    def __init__(self, config: AgentConfig, *, publisher: Publisher | None = None,
+    def __init__(self, config: AgentConfig, *, publishers: Sequence[Publisher] = (),
                  reporter: Reporter | None = None, plugin: KubeletPlugin | None = None,
                  machine_side: MachineSideLike | None = None,
                  metrics: AgentMetrics | None = None,
                  watches: list[Callable[[Agent], Watch]] | None = None) -> None:
         self.config = config
-        self.publisher = publisher
+        self.publishers = tuple(publishers)
         self.reporter = reporter
         self.plugin = plugin
         self.machine_side = machine_side
@@ -207,8 +194,6 @@ class Agent:
         # threading.Event.set does) could deadlock against the interrupted main thread.
         self._stopping = False
         self._overflow_said: int | None = None
-        self._offline_generation = 0
-        self._offline_devices: list[dict[str, Any]] | None = None
         self._offline_status: dict[str, Any] | None = None
         self.inventory: Inventory | None = None
         # The last walk with what it was taken under (uevents seen, the facts, the spec), so the
@@ -242,7 +227,7 @@ class Agent:
                     os.write(self._wake_w, byte)
 
     def on_slice_event(self, kind: str, obj: dict[str, Any] | None) -> None:
-        if self.publisher is not None and self.publisher.observe(kind, obj):
+        if any([p.observe(kind, obj) for p in self.publishers]):  # each one sees the event
             self.wake(Wake.SLICE)
 
     def on_machine_event(self, kind: str, obj: dict[str, Any] | None) -> None:
@@ -279,8 +264,8 @@ class Agent:
         plugin = self.plugin
         if plugin is not None and not plugin.registered:
             return False, "the kubelet has not registered the plugin"
-        if self.publisher is not None and not self._slice_written:
-            if not (self.publisher.writes or self.publisher.converged):
+        if not self._slice_written:
+            if not all(p.writes or p.converged for p in self.publishers):
                 return False, "the ResourceSlice is not written yet"
             self._slice_written = True
         return True, "ok"
@@ -387,7 +372,7 @@ class Agent:
 
     def _timeout(self, now: float) -> float | None:
         deadlines = [d for d in (self._debounce.due_at(),) if d is not None]
-        for side in (self.publisher, self.reporter):
+        for side in (*self.publishers, self.reporter):
             if side is not None:
                 wait = side.retry_in(now)
                 if wait is not None:
@@ -457,8 +442,9 @@ class Agent:
             self._walk(WalkReason.UEVENT if not walk_now else
                        WalkReason.CLAIMS if claims_only else WalkReason.MACHINE)
             return
-        if self.publisher is not None and (publish_now or self._due(self.publisher, now)):
-            self.publisher.sync()
+        for publisher in self.publishers:
+            if publish_now or self._due(publisher, now):
+                publisher.sync()
         if self.reporter is not None and (report_now or self._due(self.reporter, now)):
             self.reporter.sync()
             if self.reporter.spec != self._walked_spec:
@@ -478,16 +464,15 @@ class Agent:
         return wait is not None and wait <= 0
 
     def _walk(self, reason: WalkReason) -> None:
+        """Walk, then hand the walk on: publishers, the plugin, the machine side, the Machine."""
         spec = self.machine_spec()
         self._walked_spec = spec
         started = time.perf_counter()
         seen, stamp = self._uevents_seen, facts_stamp(self.config.sources.facts)
         claimed = self.claimed()
         try:
-            sources = self.config.sources
-            snapshot = sources.snapshot()
-            inv = build_inventory(snapshot, sources.context(spec), memo=sources.memo,
-                                  claimed=claimed)
+            snapshot = self.config.sources.snapshot()  # the machine side reads it too
+            inv = self.config.sources.walk(spec, claimed=claimed, snapshot=snapshot)
         except InputError as exc:  # the tree stopped being a sysfs tree: one line, no traceback
             self.metrics.walk_errors.inc()
             log.error("walk failed: %s", exc)
@@ -502,19 +487,26 @@ class Agent:
         self.inventory = inv
         self._last_walk = (inv, seen, stamp, spec, claimed)
         self._cap(inv)
-        devices = devices_json(inv)
-        if self.publisher is not None:
-            try:
-                self.publisher.set_devices(devices)
-                self.publisher.sync()
-            except Exception:
-                log.exception("publishing failed")
-        self._offline_publish(devices)
+        self._publish(devices_json(inv))
         if self.plugin is not None:
             try:
                 self.plugin.reconcile(inv)
             except Exception:
                 log.exception("the plugin's reconcile pass failed")
+        self._report(inv, spec, self._machine_side_fragment(spec, snapshot))
+
+    def _publish(self, devices: list[dict[str, Any]]) -> None:
+        """The walk's devices to each publisher; one that fails keeps none from the others."""
+        for publisher in self.publishers:
+            try:
+                publisher.set_devices(devices)
+                publisher.sync()
+            except Exception:
+                log.exception("publishing failed")
+
+    def _machine_side_fragment(self, spec: MachineSpec, snapshot: Snapshot) -> dict[str, Any]:
+        """The machine side applied to the walk's snapshot: the Machine status's fragment, with
+        the ``SpecValid`` condition."""
         fragment = None
         if self.machine_side is not None:
             try:
@@ -524,15 +516,7 @@ class Agent:
         fragment = dict(fragment or {})
         fragment["conditions"] = [*fragment.get("conditions", []),
                                   spec_condition(self.spec_error())]
-        if self.reporter is not None:
-            try:
-                self.reporter.set_status(inv, fragment)
-                self.reporter.sync()
-            except Exception:
-                log.exception("reporting the Machine failed")
-            if self.reporter.spec != spec:  # read meanwhile (after an outage): walk with it
-                self.wake(Wake.MACHINE_SPEC)
-        self._offline_status_write(inv, fragment)
+        return fragment
 
     def _cap(self, inv: Inventory) -> None:
         """Past 128 devices, print the count on the console, once (rules: limits.cap)."""
@@ -561,24 +545,17 @@ class Agent:
         except OSError as exc:
             log.error("cannot write to the console %s: %s", console, exc)
 
-    def _offline_publish(self, devices: list[dict[str, Any]]) -> None:
-        out = self.config.slice_out
-        if out is None or devices == self._offline_devices:
-            return
-
-        self._offline_generation += 1
-        obj = make_slice(self.config.node, DRIVER, devices, generation=self._offline_generation)
-        try:
-            write_atomic(out, json.dumps(obj, indent=2, sort_keys=True).encode() + b"\n",
-                         mode=0o644)
-        except OSError as exc:
-            log.error("cannot write %s: %s", out, exc)
-            return
-        self._offline_devices = devices
-        if self.publisher is None:
-            log.info("wrote ResourceSlice %s-%s to %s: %d devices, generation %d",
-                     self.config.node, DRIVER, out, len(devices), self._offline_generation)
-            self.metrics.published(len(devices), self._offline_generation)
+    def _report(self, inv: Inventory, spec: MachineSpec, fragment: dict[str, Any]) -> None:
+        """The Machine's status after a walk told ``spec``: to the API server, and the file."""
+        if self.reporter is not None:
+            try:
+                self.reporter.set_status(inv, fragment)
+                self.reporter.sync()
+            except Exception:
+                log.exception("reporting the Machine failed")
+            if self.reporter.spec != spec:  # read meanwhile (after an outage): walk with it
+                self.wake(Wake.MACHINE_SPEC)
+        self._offline_status_write(inv, fragment)
 
     def _offline_status_write(self, inv: Inventory, fragment: dict[str, Any] | None) -> None:
         out = self.config.status_out

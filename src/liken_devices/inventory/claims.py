@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from .hardware import Hardware
 from .limits import MAX_DEVICES
 from .model import Claimed, PublishedDevice
-from .names import device_name
+from .names import Names
 
 # The names a USB interface publishes as: bare, or one device per kind of node
 # (rules: names.suffix): "-display", and "-" plus the subsystem for the GPU's and the serial line's
@@ -32,22 +32,22 @@ INTERFACE_SUFFIXES = ("", "-display", "-i2c-dev", "-drm-dp-aux-dev", "-cec", "-i
 _DIGIT_RUNS = re.compile(r"(\d+)")
 
 
-def claimed_interfaces(ifaces: Sequence[Hardware], claimed: Claimed) -> dict[str, list[str]]:
+def claimed_interfaces(ifaces: Sequence[Hardware], claimed: Claimed,
+                       names: Names) -> dict[str, list[str]]:
     """The interfaces (by sysfs path) a claim holds, with the names it holds them by."""
     if not claimed:
         return {}
     out: dict[str, list[str]] = {}
     for i in ifaces:
-        names = [n for n in (device_name("usb", i.address, s) for s in INTERFACE_SUFFIXES)
-                 if n in claimed]
-        if names:
-            out[i.path] = names
+        held = [n for n in (names.of(i, s) for s in INTERFACE_SUFFIXES) if n in claimed]
+        if held:
+            out[i.path] = held
     return out
 
 
-def holds_whole(usb: Hardware, claimed: Claimed) -> bool:
+def holds_whole(usb: Hardware, claimed: Claimed, names: Names) -> bool:
     """Whether a claim holds the USB device whole (rules: usb.whole-device)."""
-    return bool(claimed) and device_name("usb", usb.address) in claimed
+    return bool(claimed) and names.of(usb) in claimed
 
 
 def natural_key(name: str) -> tuple[tuple[int | str, ...], str]:

@@ -4,11 +4,14 @@ Every rule module writes here: a candidate device for the slice, an :class:`~.mo
 for every considered piece of hardware (``liken-devices explain``), the unclaimed hardware with
 the modules that could drive it (the Machine's status, the hardware report), and the devices a
 libusb program holds. The policy turns it into the :class:`~.model.Inventory`.
+
+A rule hands over a candidate, never its name: the outcome of published hardware lists the
+candidates it became, and the walk's :class:`~.names.Names` names them all at the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from ..sysfs.model import DevNode
@@ -18,7 +21,7 @@ from .model import AttrValue, LeftOut, Outcome, Reason, Unclaimed
 
 
 class Candidate(NamedTuple):
-    """A device about to be published, before names are made unique and the cap applies."""
+    """A device about to be published, before it is named and the cap applies."""
 
     hw: Hardware
     suffix: str
@@ -37,21 +40,32 @@ class Ledger:
         self.attributes = attributes
         self.catalogs = catalogs
         self._catalog_error: str | bool | None = False  # False: not asked yet
-        self.outcomes: list[Outcome] = []
+        # Each outcome with the candidates it published (named at the end of the walk).
+        self.outcomes: list[tuple[Outcome, tuple[Candidate, ...]]] = []
         self.unclaimed: list[Unclaimed] = []
         self.candidates: list[Candidate] = []
+        # Devices out of the slice because a program or a claim holds them, by the name they
+        # are held by (Names.of), with the nodes a claim on them keeps.
         self.held: dict[str, tuple[DevNode, ...]] = {}
 
     def outcome(self, hw: Hardware, reason: Reason | None, detail: str = "",
-                devices: Iterable[str] = ()) -> None:
-        self.outcomes.append(Outcome(hw.path, hw.bus, hw.address, hw.dev.driver, tuple(devices),
-                                     reason, detail))
+                devices: Iterable[Candidate] = ()) -> None:
+        self.outcomes.append((Outcome(hw.path, hw.bus, hw.address, hw.dev.driver, (), reason,
+                                      detail), tuple(devices)))
 
     def candidate(self, hw: Hardware, suffix: str, kind: str, nodes: tuple[DevNode, ...],
                   attributes: dict[str, AttrValue], shareable: bool,
-                  left_out: tuple[LeftOut, ...] = ()) -> None:
-        self.candidates.append(Candidate(hw, suffix, kind, nodes, attributes, shareable,
-                                         left_out))
+                  left_out: tuple[LeftOut, ...] = ()) -> Candidate:
+        c = Candidate(hw, suffix, kind, nodes, attributes, shareable, left_out)
+        self.candidates.append(c)
+        return c
+
+    def named_outcomes(self, names: Sequence[str]) -> list[Outcome]:
+        """The outcomes, each with the names of its devices (``names``: the candidates' names,
+        in the order the candidates were handed over)."""
+        by_candidate = {id(c): n for c, n in zip(self.candidates, names, strict=True)}
+        return [o._replace(devices=tuple(by_candidate[id(c)] for c in cs)) if cs else o
+                for o, cs in self.outcomes]
 
     def kernel_modules(self, hw: Hardware) -> tuple[str | None, tuple[str, ...]]:
         """The hardware's modalias and the modules on this machine that would drive it."""

@@ -18,7 +18,7 @@ from .hardware import Hardware, HardwareTree
 from .ledger import Ledger
 from .limits import MAX_DEVICES
 from .model import NO_CLAIMS, Claimed, Inventory, Outcome, PublishedDevice, Reason
-from .names import device_name, unique_names
+from .names import Names
 from .network import is_usb_host_controller
 from .publish import NodePublisher
 from .usb import UsbRules, serial_lines
@@ -42,9 +42,10 @@ def build_inventory(snapshot: Snapshot, context: Context | None = None, *,
     ctx = context or Context()
     tree = HardwareTree(snapshot)
     ledger = Ledger(AttributeReader(tree, ctx.catalogs, memo), ctx.catalogs)
+    names = Names()
     publisher = NodePublisher(ledger, snapshot, ctx.facts)
     usb = UsbRules(tree, publisher, serial_lines(tree, ctx.machine.serio), ctx.machine.modules,
-                   claimed)
+                   claimed, names)
     for hw in sorted(tree.hardware.values(), key=lambda h: h.path):
         if hw.kind == "pci":
             _decide_pci(hw, publisher)
@@ -52,7 +53,7 @@ def build_inventory(snapshot: Snapshot, context: Context | None = None, *,
             usb.decide(hw)
         elif hw.kind == "board":
             _decide_board(hw, publisher)
-    return _finish(ledger, ctx, claimed)
+    return _finish(ledger, names, ctx, claimed)
 
 
 def _decide_pci(hw: Hardware, publisher: NodePublisher) -> None:
@@ -76,34 +77,27 @@ def _decide_board(hw: Hardware, publisher: NodePublisher) -> None:
         publisher.if_driven(hw)
 
 
-def _finish(ledger: Ledger, ctx: Context, claimed: Claimed) -> Inventory:
-    """Unique names, then the cap (rules: limits.cap, limits.cap-keeps-claimed)."""
-    ordered = sorted(ledger.candidates, key=lambda c: (c.hw.path, c.suffix))
-    names = unique_names((c.hw.bus, c.hw.address, c.suffix) for c in ordered)
-    published: list[PublishedDevice] = []
-    renamed: dict[str, str] = {}
-    for c, name in zip(ordered, names, strict=True):
-        plain = device_name(c.hw.bus, c.hw.address, c.suffix)
-        if name != plain:
-            renamed[f"{c.hw.path}\0{plain}"] = name
-        published.append(PublishedDevice(name, c.attributes, c.nodes, c.shareable,
-                                         c.hw.path, c.kind, c.left_out))
+def _finish(ledger: Ledger, names: Names, ctx: Context, claimed: Claimed) -> Inventory:
+    """The candidates named, then the cap (rules: limits.cap, limits.cap-keeps-claimed)."""
+    made = names.make(ledger.candidates)
+    published = [PublishedDevice(name, c.attributes, c.nodes, c.shareable, c.hw.path, c.kind,
+                                 c.left_out)
+                 for c, name in zip(ledger.candidates, made, strict=True)]
     published.sort(key=lambda d: d.name)
     kept, overflow = cap(published, claimed)
-    outcomes = ledger.outcomes
-    if overflow or renamed:
-        outcomes = _renamed_or_dropped(outcomes, renamed, {d.name for d in overflow})
+    outcomes = ledger.named_outcomes(made)
+    if overflow:
+        outcomes = _dropped(outcomes, {d.name for d in overflow})
     return Inventory(tuple(kept), tuple(outcomes), tuple(ledger.unclaimed),
                      tuple(d.name for d in overflow), ctx.facts, dict(ledger.held),
                      ledger.catalog_error)
 
 
-def _renamed_or_dropped(outcomes: list[Outcome], renamed: dict[str, str],
-                        dropped: set[str]) -> list[Outcome]:
-    """The outcomes with hashed names in place and the devices past the cap said so."""
+def _dropped(outcomes: list[Outcome], dropped: set[str]) -> list[Outcome]:
+    """The outcomes with the devices past the cap said so."""
     out: list[Outcome] = []
     for o in outcomes:
-        names = tuple(renamed.get(f"{o.path}\0{n}", n) for n in o.devices)
+        names = o.devices
         if names and all(n in dropped for n in names):
             out.append(Outcome(o.path, o.bus, o.address, o.driver, (), Reason.OVER_CAP,
                                f"would be {', '.join(names)}"))
@@ -113,5 +107,5 @@ def _renamed_or_dropped(outcomes: list[Outcome], renamed: dict[str, str],
                                tuple(n for n in names if n not in dropped), o.reason,
                                f"{Reason.OVER_CAP}: {', '.join(lost)}"))
         else:
-            out.append(Outcome(o.path, o.bus, o.address, o.driver, names, o.reason, o.detail))
+            out.append(o)
     return out

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from ..sysfs.model import DevNode, Snapshot, SysDevice
 from .hardware import Hardware
-from .ledger import Ledger
+from .ledger import Candidate, Ledger
 from .model import Facts, Reason
-from .names import device_name
 from .network import NEVER_DELIVERED_CLASSES, host_network_node, is_network_card
 from .reserved import backing, reserved_kind, role_partitions
 from .sharing import split
@@ -92,7 +91,7 @@ class NodePublisher:
             self._nothing_left(hw, serial_line, reserved, withheld)
             return
         base = self.ledger.attributes(hw)
-        names: list[str] = []
+        published: list[Candidate] = []
         for s in split(keep, serial_line):
             attrs = dict(base)
             attrs.update(s.extra)
@@ -100,11 +99,11 @@ class NodePublisher:
             # contract, so it never reaches a device several claims hold.
             # rules: sharing.usb-render-no-usbfs
             extra_usbfs = (usbfs,) if usbfs is not None and not s.shareable else ()
-            self.ledger.candidate(hw, s.suffix, s.kind, tuple(s.nodes) + extra_usbfs, attrs,
-                                  s.shareable)
-            names.append(device_name(hw.bus, hw.address, s.suffix))
+            published.append(self.ledger.candidate(hw, s.suffix, s.kind,
+                                                   tuple(s.nodes) + extra_usbfs, attrs,
+                                                   s.shareable))
         detail = ("dropped " + "; ".join(reserved)) if reserved else ""
-        self.ledger.outcome(hw, None, detail, names)
+        self.ledger.outcome(hw, None, detail, published)
 
     def _nothing_left(self, hw: Hardware, serial_line: bool, reserved: list[str],
                       withheld: list[str]) -> None:

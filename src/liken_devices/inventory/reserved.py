@@ -40,6 +40,16 @@ def reserved_kind(node: DevNode, console: Collection[str],
     return None
 
 
+def block_names(node: DevNode) -> tuple[str, str]:
+    """The names a block node goes by in the facts and in sysfs: the last component of its /dev
+    name (``mapper/dm-3`` is ``dm-3``), and the kernel's name, its /dev name with each ``/``
+    spelled ``!``: the kernel names a device ``cciss!c0d0`` (its sysfs directory, a ``slaves``
+    entry, the facts) and makes its node /dev/cciss/c0d0 (``device_get_devnode`` turns ``!``
+    into ``/``), so its partition ``cciss!c0d0p1`` is /dev/cciss/c0d0p1, whose last component
+    alone would name no role. rules: hardware.storage-role"""
+    return node.name.rsplit("/", 1)[-1], node.name.replace("/", "!")
+
+
 def role_partitions(devs: Mapping[str, SysDevice], facts: Facts) -> frozenset[str] | None:
     """Block device names that back a storage role, following dm/md slaves down.
 
@@ -50,8 +60,8 @@ def role_partitions(devs: Mapping[str, SysDevice], facts: Facts) -> frozenset[st
     parts = facts.role_partitions
     if parts is None:
         return None
-    by_name = {d.node.name.rsplit("/", 1)[-1]: d for d in devs.values()
-               if d.node is not None and d.node.type == "b"}
+    by_name = {name: d for d in devs.values() if d.node is not None and d.node.type == "b"
+               for name in block_names(d.node)}
     found: set[str] = set()
     todo = list(parts)
     while todo:
@@ -70,4 +80,4 @@ def role_partitions(devs: Mapping[str, SysDevice], facts: Facts) -> frozenset[st
 def backing(nodes: list[SysDevice], roles: frozenset[str]) -> list[str]:
     """The block nodes among ``nodes`` that back a storage role, sorted."""
     return sorted(n.node.name for n in nodes
-                  if n.node and n.node.type == "b" and n.node.name.rsplit("/", 1)[-1] in roles)
+                  if n.node and n.node.type == "b" and not roles.isdisjoint(block_names(n.node)))

@@ -215,8 +215,11 @@ class Sources:
             return load_recording(self.recording)
         return read_sysfs(self.sysfs, self.reader_memo)
 
-    def walk(self, machine: MachineSpec | None = None, *,
-             claimed: Claimed = NO_CLAIMS) -> Inventory:
-        """One fresh walk: snapshot, context, policy (``claimed``: see :class:`.model.Claimed`)."""
-        return build_inventory(self.snapshot(), self.context(machine), memo=self.memo,
-                               claimed=claimed)
+    def walk(self, machine: MachineSpec | None = None, *, claimed: Claimed = NO_CLAIMS,
+             snapshot: Snapshot | None = None) -> Inventory:
+        """One fresh walk: snapshot, context, policy (``claimed``: see :class:`.model.Claimed`).
+
+        ``snapshot``: the one just taken (:meth:`snapshot`) by a caller that reads it too (the
+        node agent's machine side), so both see the same tree."""
+        return build_inventory(snapshot if snapshot is not None else self.snapshot(),
+                               self.context(machine), memo=self.memo, claimed=claimed)

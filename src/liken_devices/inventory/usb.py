@@ -19,7 +19,7 @@ from .bluetooth import Adapters, adapter_addresses, bluetooth_nodes, legacy_even
 from .claims import claimed_interfaces, holds_whole
 from .hardware import Hardware, HardwareTree
 from .model import NO_CLAIMS, Claimed, Reason, SerioEntry
-from .names import device_name
+from .names import Names
 from .publish import NodePublisher
 from .reserved import backing
 
@@ -70,9 +70,11 @@ class UsbRules:
     """Decides each USB device of one walk and its interfaces."""
 
     def __init__(self, tree: HardwareTree, publisher: NodePublisher, serial: SerialLines,
-                 modules: Iterable[str], claimed: Claimed = NO_CLAIMS) -> None:
+                 modules: Iterable[str], claimed: Claimed = NO_CLAIMS,
+                 names: Names | None = None) -> None:
         self.tree = tree
         self.claimed = claimed
+        self.names = names or Names()
         self.publisher = publisher
         self.ledger = publisher.ledger
         self.serial = serial
@@ -92,7 +94,7 @@ class UsbRules:
         usbfs = None if depends else hw.dev.node
         if self._held_whole(hw, ifaces, usbfs):
             return
-        kept = claimed_interfaces(ifaces, self.claimed)
+        kept = claimed_interfaces(ifaces, self.claimed, self.names)
         if not kept and not any(i.dev.driver for i in ifaces):
             self._whole(hw, ifaces, depends)
             return
@@ -148,7 +150,7 @@ class UsbRules:
 
     def _whole(self, hw: Hardware, ifaces: list[Hardware], depends: str | None) -> None:
         """Published whole, usbfs only, exclusive (rules: usb.whole-device)."""
-        name = device_name("usb", hw.address)
+        name = self.names.of(hw)
         usbfs = hw.dev.node
         if depends:
             # The machine's (a serial-line adapter's usbfs node is never delivered, also before
@@ -163,9 +165,9 @@ class UsbRules:
             self.ledger.outcome(hw, Reason.NO_NODE, "no driver on any interface, and no usbfs node")
         else:
             attrs = self.ledger.attributes(hw)
-            self.ledger.candidate(hw, "", "usb-whole", (usbfs,), attrs, False)
+            whole = self.ledger.candidate(hw, "", "usb-whole", (usbfs,), attrs, False)
             self.ledger.outcome(hw, None, "no driver on any interface: published whole for "
-                                "libusb" + self._kernel_instead(ifaces), [name])
+                                "libusb" + self._kernel_instead(ifaces), [whole])
         # rules: usb.unclaimed-means-unpublished. A device published whole is neither in the
         # Machine's unclaimed list nor in the report's commented modules.
         for i in ifaces:
@@ -188,9 +190,9 @@ class UsbRules:
         absent: it is out of the slice, none of its interfaces publishes, and the claim keeps the
         device's current usbfs node (rules: usb.claimed-keeps-shape, usb.held-by-program).
         """
-        if not holds_whole(hw, self.claimed) or not any(i.dev.driver for i in ifaces):
+        if not holds_whole(hw, self.claimed, self.names) or not any(i.dev.driver for i in ifaces):
             return False
-        name = device_name("usb", hw.address)
+        name = self.names.of(hw)
         program = any(i.dev.driver == "usbfs" for i in ifaces)
         self.ledger.outcome(hw, Reason.HELD_BY_CLAIM, "a claim holds it whole; " + (
             "a program holds an interface through usbfs" if program else
@@ -225,7 +227,7 @@ class UsbRules:
             # machine depends on the device: then the claim's node is absent).
             self.ledger.outcome(hw, Reason.HELD_BY_PROGRAM, "until the program lets go")
             if usbfs is not None:
-                self.ledger.held[device_name("usb", hw.address)] = (usbfs,)
+                self.ledger.held[self.names.of(hw)] = (usbfs,)
         else:
             self.publisher.nodes(hw, usbfs=usbfs, serio_ttys=self.serial.ttys)
 
@@ -235,9 +237,8 @@ class UsbRules:
         prepared on the node."""
         if self._adapters is None:
             addresses = adapter_addresses(self.tree.devs.values())
-            named = {a: device_name("usb", holder.rsplit("/", 1)[-1])
-                     for holder, a in addresses.items()}
-            radios = {device_name("usb", d.path.rpartition("/bluetooth/")[0].rsplit("/", 1)[-1])
+            named = {a: self.names.of_usb(holder) for holder, a in addresses.items()}
+            radios = {self.names.of_usb(d.path.rpartition("/bluetooth/")[0])
                       for d in self.tree.devs.values()
                       if d.subsystem == "bluetooth" and d.props.get("DEVTYPE") == "host"
                       and "/bluetooth/" in d.path}
@@ -260,9 +261,9 @@ class UsbRules:
                                           adapter, devs=self.tree.devs, own=own,
                                           adapters=adapters)
         attrs = self.ledger.attributes(hw)
-        self.ledger.candidate(hw, "", "bluetooth", nodes, attrs, False, left_out)
+        radio = self.ledger.candidate(hw, "", "bluetooth", nodes, attrs, False, left_out)
         detail = "Bluetooth adapter"
         if left_out:
             detail += ("; event numbers left out, other devices' own: "
                        + "; ".join(x.why() for x in left_out))
-        self.ledger.outcome(hw, None, detail, [device_name("usb", hw.address)])
+        self.ledger.outcome(hw, None, detail, [radio])

@@ -64,6 +64,13 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Opaque:
+    """A value the CEL binding cannot hand to Python (an optional), known by its type."""
+
+    type: str
+
+
+@dataclass(frozen=True)
 class DeviceInput:
     """What a selector sees of a device (the API's Device, with its driver)."""
 
@@ -138,6 +145,8 @@ class Env:
 
     def show(self, value: Any) -> str:
         """A value as the user wrote it in YAML or a selector (for explanations)."""
+        if isinstance(value, Opaque):
+            return f"a value of type {value.type}"
         if isinstance(value, self._semver_cls):
             return f'semver("{self._sv(value)}")'
         if isinstance(value, self._quantity_cls):
@@ -243,9 +252,15 @@ class Env:
                 value = program.eval(data=data)
             except RuntimeError as exc:
                 return None, _runtime_message(str(exc))
+            try:
+                raw = value.value()
+            except TypeError:
+                # The binding knows no optional value (`.?name`): it calls it an error and
+                # cannot convert it. Not an error in Kubernetes' evaluation: shown by its type.
+                return Opaque("optional"), None
             if value.type() != self._cel.Type.ERROR:
-                return value.value(), None
-            message = str(value.value())
+                return raw, None
+            message = str(raw)
             m = _NOT_FOUND.search(message)
             missing = m.group(1) if m else None
             if missing is None or missing in device["attributes"] or \

@@ -64,6 +64,11 @@ DYN_VALUE = Est(size=DEVICE_LIST, elem=STRING64, kind="dyn")
 ATTRS = Est(size=DEVICE_MAP, elem=DYN_VALUE, kind="map")
 DOMAINS = Est(size=DEVICE_MAP, elem=ATTRS, kind="map")
 DEVICE = Est(size=4, elem=DYN_VALUE, kind="device")
+# A type value (``string``, ``type(x)``) has no size the checker knows, so comparing two of them
+# is estimated at the largest size: Kubernetes refuses ``type(x) == string`` as too complex.
+TYPE_VALUE = Est(size=MAX_SIZE, kind="type")
+TYPE_NAMES = frozenset({"bool", "bytes", "double", "int", "list", "map", "null_type", "string",
+                        "type", "uint"})
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+|//[^\n]*)
@@ -301,6 +306,8 @@ class _Parser:
             name = self.take()
             if name in ("true", "false", "null"):
                 return Est()
+            if name in TYPE_NAMES and self.peek() != "(" and self.lookup(name) is None:
+                return TYPE_VALUE.plus(1)
             if name == "cel" and self.peek() == "." and self.peek(1) == "bind":
                 self.take(".")
                 self.take("bind")
@@ -414,9 +421,11 @@ def _function(name: str, r: Est, args: list[Est]) -> Est:
     operands' and the call's one unit."""
     read = TRAVERSAL * r.size * _elem_size(r)
     a0 = args[0] if args else Est(size=0)
+    if name == "type":
+        return TYPE_VALUE
     if name in ("size", "major", "minor", "patch", "sign", "isInteger", "asInteger",
                 "asApproximateFloat", "compareTo", "isGreaterThan", "isLessThan", "int",
-                "uint", "double", "bool", "type", "dyn", "hasValue", "add", "sub",
+                "uint", "double", "bool", "dyn", "hasValue", "add", "sub",
                 "optional.none", "getMilliseconds"):
         return Est(0, r.size if name in ("dyn",) else 1, r.elem if name == "dyn" else None,
                    r.kind if name == "dyn" else "other")

@@ -189,9 +189,13 @@ def identity_selectors(device: dict[str, Any], *, any_of_kind: bool = False,
             except ValueError:
                 literal = None
             if literal is not None:
-                # endsWith() on a value that is not a string is an error: the type is tested.
+                # endsWith() on a value that is not a string is an error. The driver writes
+                # the address as a string; another driver could publish one in this domain,
+                # so the selector names the driver first. Not `type(x) == string`: Kubernetes
+                # estimates comparing two type values beyond the cost limit and refuses it.
                 ref = _ref("address")
-                sel.append(f"has({ref}) && type({ref}) == string && {ref}.endsWith({literal})")
+                sel.append(f'device.driver == "{DRIVER}" && has({ref}) && '
+                           f"{ref}.endsWith({literal})")
     elif bus == "pci":
         if not add(f"{STANDARD}/pciBusID"):
             add("address")

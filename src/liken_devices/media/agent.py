@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from .. import heap, signals
 from ..inventory.model import PublishedDevice
 from ..inventory.sources import Sources
+from ..slices.publish import Publisher  # kube.SlicePublisher, as the node agent's is
 from .devices import (
     NAMED,
     PCI_BUS_ID,
@@ -44,23 +45,6 @@ log = logging.getLogger("liken_devices.media")
 
 NOT_IN_POD = "not in this pod (liken published it after the pod's claim was allocated)"
 STUCK_AFTER = 120.0  # seconds one pass may take before the agent counts as wedged
-
-
-class Publisher(Protocol):
-    """What the agent needs of ``kube.SlicePublisher``."""
-
-    writes: int
-
-    def set_devices(self, devices: list[dict[str, Any]]) -> None: ...
-
-    def observe(self, event: str, obj: dict[str, Any] | None) -> bool: ...
-
-    def sync(self) -> bool: ...
-
-    def retry_in(self, now: float | None = None) -> float | None: ...
-
-    @property
-    def converged(self) -> bool: ...
 
 
 class Evictor(Protocol):

@@ -7,7 +7,8 @@ CDI device IDs, which the container runtime resolves.
 
 Modules: :mod:`.core` (prepare/unprepare/reconcile/health logic), :mod:`.server` (the gRPC services
 and sockets), :mod:`.cdi` (spec files), :mod:`.state` (the on-disk memory of prepared claims),
-:mod:`.claims` (reading a ResourceClaim), :mod:`.usb` (drivers_probe), :mod:`.cli` (the options of
+:mod:`.claimref` (a claim as the kubelet names it: its UID parsed where it enters), :mod:`.claims`
+(reading a ResourceClaim), :mod:`.usb` (drivers_probe), :mod:`.cli` (the options of
 ``liken-devices plugin`` and ``liken-devices claims``, which :mod:`.serve` and :mod:`.prepared` run;
 :mod:`.upgrade` the seamless-upgrade mode's decisions); the ``.proto`` files are in ``proto/`` and
 their stubs in ``gen/`` (``scripts/gen-protos.sh``).
@@ -57,16 +58,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .core import ClaimRef, Plugin, PluginConfig, PreparedDeviceResult, PrepareOutcome
+    from .claimref import ClaimRef
+    from .core import Plugin, PluginConfig, PreparedDeviceResult, PrepareOutcome
 
 __all__ = ["ClaimRef", "Plugin", "PluginConfig", "PrepareOutcome", "PreparedDeviceResult"]
 
 
 def __getattr__(name: str) -> Any:
     # deferred (PEP 562): the commands' parser imports this package, and must not pay for the
-    # plugin's core it never runs, 26 ms (tests/test_layers.py).
+    # plugin's core it never runs, 26 ms, nor ClaimRef's dataclass, 8 ms (tests/test_layers.py).
     if name in __all__:
-        from . import core
+        from . import claimref, core
 
-        return getattr(core, name)
+        return getattr(claimref if name == "ClaimRef" else core, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

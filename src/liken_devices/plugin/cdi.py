@@ -43,6 +43,7 @@ from ..inventory.bluetooth import UINPUT
 from ..inventory.limits import DRIVER
 from ..sysfs.model import DevNode
 from ..sysfs.values import devname_problem
+from .claimref import UID
 
 KIND = f"{DRIVER}/device"
 CDI_VERSION = "0.5.0"
@@ -53,9 +54,6 @@ SPEC_MODE = 0o644  # the runtime reads it; only root writes the CDI directory
 
 DEV_DIR = Path("/dev")  # where this process sees the host's device nodes
 
-# A Kubernetes UID is a UUID; accept the characters the CDI specification allows at the start and
-# in the middle of a device name, and nothing that could leave the CDI directory.
-_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]")  # fullmatch: no trailing "\n"
 # A published device name is a DNS label (rules: names.cut).
 _DEVICE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
@@ -65,7 +63,9 @@ class SpecError(ValueError):
 
 
 def check_uid(uid: str) -> str:
-    if not _UID.fullmatch(uid):
+    """A claim UID about to name a file or the spec's devices, checked again (it was parsed
+    where it entered: ``claimref``)."""
+    if not UID.fullmatch(uid):
         raise SpecError(f"claim UID {uid!r} is not a UID (letters, digits and '-')")
     return uid
 
@@ -173,7 +173,7 @@ class Delivery:
 def build_spec(uid: str, deliveries: Sequence[Delivery], dev_dir: Path) -> dict[str, object]:
     """The CDI spec of one claim, with each present node's mode and owner read from ``dev_dir``
     now (the CDI specification: every device needs non-empty edits)."""
-    check_uid(uid)
+    check_uid(uid)  # it names the spec's devices: checked again, as for the file's name
     host = HostNodes(dev_dir)
     devices: list[dict[str, object]] = []
     seen: set[str] = set()
@@ -219,7 +219,7 @@ def spec_uids(cdi_dir: Path) -> list[str]:
     for name in names:
         if name.startswith(SPEC_PREFIX) and name.endswith(SPEC_SUFFIX):
             uid = name[len(SPEC_PREFIX):-len(SPEC_SUFFIX)]
-            if _UID.fullmatch(uid):
+            if UID.fullmatch(uid):
                 out.append(uid)
     return sorted(out)
 
@@ -287,7 +287,11 @@ def _read_node(device: str, node: object) -> tuple[bool, DevNode]:
 
 
 def check_node_name(name: str) -> str:
-    """A node's name read back from a file, checked by the readers' rule: it cannot leave /dev."""
+    """A node's name read back from a file, checked by the readers' rule: it cannot leave /dev,
+    and it is not in the absent root, which nothing creates: only a device's own absent path
+    names it (rules: delivery.absent-node), never a node there."""
     if devname_problem(name) is not None:
         raise SpecError(f"device node name {name[:80]!r} is not a name under /dev")
+    if name.split("/", 1)[0] == ABSENT_ROOT.removeprefix("/dev/"):
+        raise SpecError(f"device node name {name[:80]!r} is in {ABSENT_ROOT}, where no node is")
     return name

@@ -41,7 +41,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +52,7 @@ from ..inventory.model import Claimed, Inventory, LeftOut, PublishedDevice
 from ..sysfs.model import DevNode
 from . import cdi, late, usb
 from .cdi import Delivery, SpecError
+from .claimref import ClaimRef
 from .claims import ClaimError, KubeClient, fetch_results
 from .late import started_events
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
@@ -117,15 +118,6 @@ def _fitting(directory: Path, pattern: str, pod_uid: str) -> Path:
     if len(os.fsencode(str(path))) <= UNIX_PATH_MAX:
         return path
     return directory / pattern.format(hashlib.sha256(pod_uid.encode()).hexdigest()[:16])
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimRef:
-    """A claim as the kubelet names it."""
-
-    namespace: str
-    uid: str
-    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,18 +285,28 @@ class Plugin:
 
     # -- the kubelet's two requests, counted per claim -------------------------------------------
 
-    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareOutcome]:
-        """NodePrepareResources: one outcome per claim UID; errors in band (see ``_prepare``)."""
-        return _counted(claims, self._prepare, self._metrics.prepared,
-                        lambda out: {u: o.error for u, o in out.items()})
+    def prepare(self, claims: Sequence[ClaimRef], refused: Mapping[str, str] | None = None
+                ) -> dict[str, PrepareOutcome]:
+        """NodePrepareResources: one outcome per claim UID; errors in band (see ``_prepare``).
 
-    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        """NodeUnprepareResources: claim UID -> error ("" = done). Unknown claims succeed."""
-        return _counted(claims, self._unprepare, self._metrics.unprepared, lambda out: out)
+        ``refused``: the request's claims whose UID did not parse (``ClaimRef.parse``), the text
+        the kubelet sent -> why; each fails in band."""
+        refused = dict(refused or {})
+        return _counted(claims, refused, lambda c: self._prepare(c, refused),
+                        self._metrics.prepared, lambda out: {u: o.error for u, o in out.items()})
+
+    def unprepare(self, claims: Sequence[ClaimRef], refused: Mapping[str, str] | None = None
+                  ) -> dict[str, str]:
+        """NodeUnprepareResources: claim UID -> error ("" = done). Unknown claims succeed, and
+        so do the ``refused`` ones (as in :meth:`prepare`): no spec is named after them."""
+        refused = dict(refused or {})
+        return _counted(claims, refused, lambda c: self._unprepare(c, refused),
+                        self._metrics.unprepared, lambda out: out)
 
     # -- prepare ---------------------------------------------------------------------------------
 
-    def _prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareOutcome]:
+    def _prepare(self, claims: Sequence[ClaimRef], refused: Mapping[str, str]
+                 ) -> dict[str, PrepareOutcome]:
         """NodePrepareResources: one outcome per claim UID; errors in band.
 
         The claims are read from the API concurrently and before the lock; under the lock one
@@ -312,7 +314,7 @@ class Plugin:
         with every resolved claim, and then each claim's spec is written.
         """
         self.load()
-        out: dict[str, PrepareOutcome] = {}
+        out = {uid: PrepareOutcome(error=why) for uid, why in refused.items()}
         fetched: list[tuple[ClaimRef, list[Any]]] = []
         for c, got in zip(claims, self._fetch_all(claims), strict=True):
             if isinstance(got, str):
@@ -369,11 +371,10 @@ class Plugin:
         """
         def one(c: ClaimRef) -> list[Any] | str:
             try:
-                cdi.check_uid(c.uid)
                 if self._kube is None:
                     raise ClaimError("the plugin has no API client to read the claim")
                 return fetch_results(self._kube, c.namespace, c.name, c.uid, self.config.node)
-            except (ClaimError, SpecError) as e:
+            except ClaimError as e:
                 return str(e)
             except Exception as e:  # a bug must not take the other claims down
                 log.exception("reading claim %s", c.uid)
@@ -484,19 +485,15 @@ class Plugin:
 
     # -- unprepare -------------------------------------------------------------------------------
 
-    def _unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+    def _unprepare(self, claims: Sequence[ClaimRef], refused: Mapping[str, str]
+                   ) -> dict[str, str]:
         self.load()
-        out: dict[str, str] = {}
         with self._exclusive() as busy:
             if busy:
-                return {c.uid: busy for c in claims}
+                return {uid: busy for uid in refused} | {c.uid: busy for c in claims}
+            out = dict.fromkeys(refused, "")  # no spec can exist under a name that is not a UID
             before = set(self._state.claims)
             for c in claims:
-                try:
-                    cdi.check_uid(c.uid)
-                except SpecError:
-                    out[c.uid] = ""  # no spec can exist under a name that is not a UID
-                    continue
                 try:
                     self._forget_locked(c.uid)
                     out[c.uid] = ""
@@ -824,16 +821,18 @@ def _deliveries(claim: PreparedClaim) -> list[Delivery]:
 _Out = TypeVar("_Out")
 
 
-def _counted(claims: Sequence[ClaimRef], work: Callable[[Sequence[ClaimRef]], _Out],
+def _counted(claims: Sequence[ClaimRef], refused: Mapping[str, str],
+             work: Callable[[Sequence[ClaimRef]], _Out],
              record: Callable[[dict[str, str], float], None],
              errors: Callable[[_Out], dict[str, str]]) -> _Out:
     """Run one kubelet request and count it per claim with its duration: each claim's error
-    from the answer, or every claim "failed" when the request itself raised."""
+    from the answer, or every claim (the ``refused`` too) "failed" when the request raised."""
     started = time.perf_counter()
     try:
         out = work(claims)
     except BaseException:
-        record({c.uid: "failed" for c in claims}, time.perf_counter() - started)
+        record(dict.fromkeys([*refused, *(c.uid for c in claims)], "failed"),
+               time.perf_counter() - started)
         raise
     record(errors(out), time.perf_counter() - started)
     return out

@@ -1,9 +1,10 @@
 """``liken-devices claims``: the prepared claims from the state file, with the nodes each
-delivers now.
+delivers now; and the late Bluetooth registrants of those claims, which ``liken-devices explain``
+shows (:func:`late_in_state`).
 
 It walks with those claims as the plugin does; it only reads, so it works beside a running
-plugin, and a state it cannot read is one line and exit 2. The command's options are
-:mod:`.cli`'s.
+plugin, and a state it cannot read is one line and exit 2 (for ``explain``, one line in its
+answer). The command's options are :mod:`.cli`'s.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ..cliargs import dump, sources_from_args
+from ..inventory import Inventory
 from ..terminal import clean, clean_row
 from .late import late_registrants
+from .paths import DEFAULT_STATE_DIR
 from .state import StateError, claimed_in, read_state
 
 
@@ -48,6 +51,24 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
                     "devices": devices, "usbInterfaces": c.usb_interfaces,
                     "rebuilt": c.rebuilt})
     return out
+
+
+def late_in_state(state_dir: Path | None, inv: Inventory
+                  ) -> tuple[dict[str, list[dict[str, Any]]], str | None]:
+    """rules: bluetooth.late-registrant. Per Bluetooth device, the numbers a running claim's
+    container holds that another device registered after it started, each with its owner and
+    claim, from the plugin's state in ``state_dir`` (None: this host's plugin's), read only as
+    ``claims`` reads it; and why the state could not be read, or None."""
+    try:
+        claims = read_state(state_dir if state_dir is not None else DEFAULT_STATE_DIR)
+    except StateError as e:
+        return {}, str(e)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for uid, c in sorted(claims.items()):
+        for device, late in late_registrants(c.started, inv).items():
+            out.setdefault(device, []).extend(
+                {**x.to_json(), "claim": f"{c.namespace}/{c.name}", "uid": uid} for x in late)
+    return out, None
 
 
 def run_claims(args: argparse.Namespace) -> int:

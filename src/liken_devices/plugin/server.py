@@ -37,7 +37,8 @@ import grpc
 from ..errors import InputError
 from ..files import make_dir
 from ..inventory.limits import DRIVER
-from .core import UNIX_PATH_MAX, ClaimRef, PrepareOutcome
+from .claimref import ClaimRef, UidError
+from .core import UNIX_PATH_MAX, PrepareOutcome
 from .gen import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -77,11 +78,20 @@ class SocketError(InputError):
     """A socket path the plugin cannot serve on (the operator's to fix: exit 2, one line)."""
 
 
-def _claims(request: Any, context: Any) -> list[ClaimRef]:
+def _claims(request: Any, context: Any) -> tuple[list[ClaimRef], dict[str, str]]:
+    """The call's claims, each parsed where it enters (``ClaimRef.parse``), and those whose UID
+    is not a UID: the text sent -> why (the answer names them by it, with the error in band)."""
     if len(request.claims) > MAX_CLAIMS:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                       f"{len(request.claims)} claims in one call; at most {MAX_CLAIMS}")
-    return [ClaimRef(c.namespace, c.uid, c.name) for c in request.claims]
+    claims: list[ClaimRef] = []
+    refused: dict[str, str] = {}
+    for c in request.claims:
+        try:
+            claims.append(ClaimRef.parse(c.namespace, c.uid, c.name))
+        except UidError as e:
+            refused[c.uid] = str(e)
+    return claims, refused
 
 
 def _prepare_response(pb: Any, out: dict[str, PrepareOutcome], share_ids: bool) -> Any:
@@ -113,10 +123,11 @@ class _DRAPluginV1(dra_v1_pb2_grpc.DRAPluginServicer):  # type: ignore[misc]
         self.plugin = plugin
 
     def NodePrepareResources(self, request: Any, context: Any) -> Any:
-        return _prepare_response(dra_v1_pb2, self.plugin.prepare(_claims(request, context)), True)
+        return _prepare_response(dra_v1_pb2, self.plugin.prepare(*_claims(request, context)),
+                                 True)
 
     def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
-        return _unprepare_response(dra_v1_pb2, self.plugin.unprepare(_claims(request, context)))
+        return _unprepare_response(dra_v1_pb2, self.plugin.unprepare(*_claims(request, context)))
 
 
 class _DRAPluginV1beta1(dra_v1beta1_pb2_grpc.DRAPluginServicer):  # type: ignore[misc]
@@ -124,12 +135,12 @@ class _DRAPluginV1beta1(dra_v1beta1_pb2_grpc.DRAPluginServicer):  # type: ignore
         self.plugin = plugin
 
     def NodePrepareResources(self, request: Any, context: Any) -> Any:
-        return _prepare_response(dra_v1beta1_pb2, self.plugin.prepare(_claims(request, context)),
-                                 False)
+        return _prepare_response(dra_v1beta1_pb2,
+                                 self.plugin.prepare(*_claims(request, context)), False)
 
     def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
         return _unprepare_response(dra_v1beta1_pb2,
-                                   self.plugin.unprepare(_claims(request, context)))
+                                   self.plugin.unprepare(*_claims(request, context)))
 
 
 class _Health(health_v1alpha1_pb2_grpc.DRAResourceHealthServicer):  # type: ignore[misc]

@@ -250,7 +250,8 @@ def parse_state(raw: bytes) -> dict[str, PreparedClaim]:
         raise StateError(f"not a JSON document: {_reason(e)}") from None
     try:
         o = _dict(obj, "the state")
-        if o.get("version") != VERSION:
+        # Exactly the integer: JSON's true and 1.0 compare equal to 1 in Python.
+        if type(o.get("version")) is not int or o.get("version") != VERSION:
             raise StateError(f"state version {_short(o.get('version'))}, want {VERSION}")
         return {uid: PreparedClaim.from_json(uid, c)
                 for uid, c in _dict(o.get("claims"), "claims").items()}

@@ -8,16 +8,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 from typing import Any
 
 from ..errors import InputError
 from ..inventory.limits import DRIVER
 from ..kube.kubelet import surge_supported
+from .claimref import UidError, parse_uid
 
 log = logging.getLogger(__name__)
-
-_POD_UID = r"[A-Za-z0-9][A-Za-z0-9-]{0,62}[A-Za-z0-9]"  # compiled at its first use
 
 
 def plain_unless_kubelet_surges(args: argparse.Namespace, node: str, client: Any) -> None:
@@ -43,6 +41,7 @@ def pod_uid_from_args(args: argparse.Namespace) -> str | None:
     if not uid:
         raise InputError("--seamless-upgrade needs the pod's UID: --pod-uid or $POD_UID (the "
                          "downward API's metadata.uid)")
-    if not re.fullmatch(_POD_UID, uid):
-        raise InputError(f"pod UID {uid[:80]!r} is not a UID (letters, digits and '-')")
-    return uid
+    try:
+        return parse_uid(uid, "pod UID")
+    except UidError as e:
+        raise InputError(str(e)) from None
