@@ -11,20 +11,24 @@ line on stderr.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__, logs
+from . import __version__
 from .cliargs import (
     Parser,
+    another_machine,
     dump,
     inputs_parent,
     node_from_args,
     run_command,
+    setup_logging,
     sources_from_args,
     terminal_width,
 )
@@ -136,30 +140,16 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
 def late_registrants(args: argparse.Namespace, inv: Inventory
                      ) -> tuple[dict[str, list[dict[str, Any]]], str | None]:
     """rules: bluetooth.late-registrant. Per Bluetooth device, the numbers a running claim's
-    container holds that another device registered after it started, each with its owner and
-    claim, from the kubelet plugin's state (read only, as ``claims`` reads it): ``--state-dir``,
-    else this host's plugin's for this host and none for another machine; and why the state
-    could not be read, or None."""
-    # lazy: only explain reads the plugin's state, and only here
-    from .cliargs import another_machine
-    from .plugin.late import late_registrants as late_in
-    from .plugin.paths import DEFAULT_STATE_DIR
-    from .plugin.state import StateError, read_state
-
-    state_dir = args.state_dir if args.state_dir is not None else (
-        None if another_machine(args) else DEFAULT_STATE_DIR)
-    if state_dir is None:
+    container holds that another device registered after it started, from the kubelet plugin's
+    state (:func:`.plugin.prepared.late_in_state`): ``--state-dir``, else this host's plugin's
+    for this host and none for another machine; and why the state could not be read, or None."""
+    if args.state_dir is None and another_machine(args):
         return {}, None
-    try:
-        claims = read_state(state_dir)
-    except StateError as e:
-        return {}, str(e)
-    out: dict[str, list[dict[str, Any]]] = {}
-    for uid, c in sorted(claims.items()):
-        for device, late in late_in(c.started, inv).items():
-            out.setdefault(device, []).extend(
-                {**x.to_json(), "claim": f"{c.namespace}/{c.name}", "uid": uid} for x in late)
-    return out, None
+    # deferred: the plugin's state reader, explain's alone among these views, 11 ms that scan,
+    # deliveries and report skip (tests/test_layers.py)
+    from .plugin.prepared import late_in_state
+
+    return late_in_state(args.state_dir, inv)
 
 
 def explain_json(inv: Inventory, late: dict[str, list[dict[str, Any]]] | None = None,
@@ -244,8 +234,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def fit(line: str, width: int | None = None) -> str:
     """A line of ``explain`` wrapped to the terminal's width, continued indented."""
-    import textwrap  # only for explain's text
-
     width = width or terminal_width()
     if len(line) <= width:
         return line
@@ -358,8 +346,6 @@ SUBCOMMANDS: tuple[tuple[tuple[str, ...], str], ...] = (
 def _register(module: str) -> Register:
     if not module:
         return register_views
-    import importlib
-
     register: Register = importlib.import_module(f"{__package__}.{module}").register
     return register
 
@@ -408,10 +394,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if one is not None and not one.found:
         return build_parser()
     return parser
-
-
-def setup_logging(verbose: int, fmt: str = "text") -> None:
-    logs.setup(logging.WARNING - 10 * min(verbose, 2), fmt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

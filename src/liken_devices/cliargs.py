@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sys
@@ -36,6 +37,7 @@ __all__ = [
     "node_from_args",
     "node_name",
     "run_command",
+    "setup_logging",
     "sources_from_args",
 ]
 
@@ -162,6 +164,11 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {clean(message)} (see '{self.prog} --help')\n")
 
 
+def setup_logging(verbose: int, fmt: str = "text") -> None:
+    """The log level of ``-v`` counted: warnings, ``-v`` info, ``-vv`` debug."""
+    logs.setup(logging.WARNING - 10 * min(verbose, 2), fmt)
+
+
 def inputs_parent() -> argparse.ArgumentParser:
     """A parent parser with the shared inputs and ``-v``, for every ``liken-devices`` command."""
     p = Parser(add_help=False)
@@ -220,7 +227,9 @@ def yaml_text(objs: Any, many: bool = False) -> str:
     """``objs`` as YAML that every reader takes as it was meant: strings that look like numbers,
     booleans or null are quoted, and a string's subclasses (the project's StrEnums) are strings.
     With ``many``, ``objs`` is a sequence of documents."""
-    import yaml  # only for YAML output: scan's start-up does not pay for it
+    # deferred: PyYAML only for YAML output, 13 ms that JSON or a table skip
+    # (tests/test_layers.py)
+    import yaml
 
     class Dumper(yaml.SafeDumper):
         pass

@@ -15,6 +15,8 @@ import importlib
 import sys
 from collections.abc import Callable
 
+from .probe import main as probe
+
 
 def _run(module: str, name: str = "main") -> int:
     collecting = gc.isenabled()
@@ -34,9 +36,6 @@ def devices() -> int:
     """``liken-devices``: :func:`liken_devices.cli.main`; a plain ``probe`` command line (the
     DaemonSet's exec probes, every few seconds on every node) the short way, :mod:`.probe`."""
     if sys.argv[1:2] == ["probe"]:
-        # lazy: the short way loads the probe alone
-        from .probe import main as probe
-
         rc = probe(sys.argv[2:])
         if rc is not None:
             return rc

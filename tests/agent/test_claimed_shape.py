@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from liken_devices.agent.cli import Assembled, assemble
+from liken_devices.agent.run import Assembled, assemble
 from liken_devices.cli import build_parser
 from liken_devices.inventory import Inventory
 from tests.plugin.kubelet import TestKubelet

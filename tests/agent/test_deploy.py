@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from liken_devices.agent.cli import assemble
+from liken_devices.agent.run import assemble
 from liken_devices.cli import build_parser
 from tests.deploy.support import MINORS
 from tests.support.fakeapi import FakeApiServer

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from liken_devices.agent.cli import assemble
+from liken_devices.agent.run import assemble
 from liken_devices.agent.runner import WalkReason
 from liken_devices.cli import build_parser
 from liken_devices.inventory.model import MachineSpec

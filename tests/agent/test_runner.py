@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from liken_devices.agent.cli import Assembled, assemble
+from liken_devices.agent.run import Assembled, assemble
 from liken_devices.cli import build_parser
 from tests.support.fakeapi import FakeApiServer
 

@@ -32,7 +32,7 @@ PARTS: tuple[tuple[str, str], ...] = (
      " health_v1alpha1_pb2_grpc, pluginregistration_v1_pb2_grpc"),
     ("lightkube and its HTTP stack", "import lightkube, lightkube.generic_resource"),
     ("the project (agent, plugin, kube, machine side, metrics)",
-     "import liken_devices.agent.runner, liken_devices.agent.cli, liken_devices.plugin.server,"
+     "import liken_devices.agent.runner, liken_devices.agent.run, liken_devices.plugin.server,"
      " liken_devices.kube.publisher, liken_devices.machine.side, liken_devices.agent.metrics"),
     ("the API client, made as the agent makes it (its HTTP/1.1 transport)", "CLIENT"),
     ("the catalogs, asked what a walk asks", "CATALOGS"),

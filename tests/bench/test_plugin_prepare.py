@@ -54,7 +54,7 @@ def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin, Callable[[], No
         # The node agent as it runs: its loop on the kernel's uevents, the plugin embedded, so
         # prepare takes its inventory the way a node's does (docs/plugin.md, "How fresh a
         # prepare's inventory is").
-        from liken_devices.agent.cli import assemble
+        from liken_devices.agent.run import assemble
         from liken_devices.cli import build_parser
 
         api.add_node(NODE)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from liken_devices.agent.cli import assemble
+from liken_devices.agent.run import assemble
 from liken_devices.cli import build_parser
 from liken_devices.kube.kubelet import parse_version, surge_supported
 from tests.agent.node import FixtureNode

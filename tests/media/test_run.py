@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from liken_devices.media.agent import MediaAgent, liken_render_names
-from liken_devices.media.cli import build_parser, run_agent
+from liken_devices.media.cli import build_parser
+from liken_devices.media.run import run_agent
 from liken_devices.slices import make_slice, validate_slice
 from tests.support.fakeapi import FakeApiServer
 from tests.support.loopback import get

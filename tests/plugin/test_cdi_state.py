@@ -76,12 +76,12 @@ def test_share_id_is_returned_on_v1(api: FakeApiServer, plugin, kubelet: TestKub
 
 def test_claims_view(api: FakeApiServer, plugin, kubelet: TestKubelet,
                      hardware: Hardware) -> None:
-    from liken_devices.plugin import cli
+    from liken_devices.plugin import prepared
 
     a = new_claim(api, ["pnp-00-01", "usb-1-3"])
     kubelet.prepare([a])
     hardware.unplug("usb-1-3")
-    view = cli.claims_view(plugin.config.state_dir, hardware.walk())
+    view = prepared.claims_view(plugin.config.state_dir, hardware.walk())
     assert [(d["name"], d["present"]) for d in view[0]["devices"]] == [
         ("pnp-00-01", True), ("usb-1-3", False)]
     assert view[0]["devices"][1]["lastNodes"] == [

@@ -142,7 +142,7 @@ def test_bluetooth_claim_states_only_numbers_no_other_device_holds(
     claim's spec leaves them out, each reconcile pass writes the current set, and ``claims``
     says which numbers and whose they are."""
     from liken_devices.cli import main
-    from liken_devices.plugin.cli import claims_view
+    from liken_devices.plugin.prepared import claims_view
 
     plugin = make_plugin(walk=fm.walk, sysfs=fm.sources.sysfs)
     k = TestKubelet(plugin.config.registration_socket)

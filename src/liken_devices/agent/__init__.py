@@ -2,5 +2,5 @@
 
 :mod:`.uevent` reads the kernel's uevents and decides when a burst is over; :mod:`.runner` is the
 loop (walk, publish, reconcile, report); :mod:`.metrics` the Prometheus side; :mod:`.cli` the
-subcommand, registered by ``liken_devices.cli``.
+subcommand's options, registered by ``liken_devices.cli``, and :mod:`.run` the command.
 """

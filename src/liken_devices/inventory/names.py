@@ -33,8 +33,8 @@ def device_name(bus: str, address: str, suffix: str = "", *, hashed: bool = Fals
     room = NAME_MAX - len(suffix)
     base = base[:room].rstrip("-")
     if hashed:
-        # Lazy: hashlib loads OpenSSL, a few milliseconds of every `scan` for a name that
-        # collides only on a rare machine.
+        # deferred: hashlib loads OpenSSL, 3 ms of every `scan` for a name that collides only
+        # on a rare machine (tests/test_layers.py).
         import hashlib
 
         digest = hashlib.sha256(address.encode()).hexdigest()[:6]

@@ -55,7 +55,8 @@ def make_client(kubeconfig: Path | None = None, timeout: float = 10.0) -> Any:
     """
     for unused in UNUSED_BY_THE_CLIENT:
         sys.modules.setdefault(unused, None)  # type: ignore[arg-type]
-    # lazy: lightkube loads only for what talks to the API server
+    # deferred: lightkube and its HTTP stack, 90-190 ms, load only for what talks to the API
+    # server; an offline agent (--no-api) never does (tests/test_layers.py)
     import httpx2
     from lightkube import Client, KubeConfig
 
@@ -72,7 +73,7 @@ def make_client(kubeconfig: Path | None = None, timeout: float = 10.0) -> Any:
 
 
 def _resource(namespaced: bool, group: str, version: str, kind: str, plural: str) -> Any:
-    # lazy: lightkube loads only for what talks to the API server
+    # deferred: lightkube, as in make_client (tests/test_layers.py)
     from lightkube.core import resource_registry as registry_mod
     from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 

@@ -47,6 +47,7 @@ import logging
 import os
 import selectors
 import socket
+import stat
 import struct
 import threading
 import time
@@ -316,8 +317,6 @@ def _listen_unix(path: Path) -> socket.socket:
     """A unix stream socket at ``path``, for this user only (0600). A socket file left there by
     an instance that died is replaced; anything else at the path is an error."""
     with contextlib.suppress(FileNotFoundError):
-        import stat
-
         if not stat.S_ISSOCK(os.lstat(path).st_mode):
             raise EndpointError(f"cannot listen on {path}: something other than a socket is "
                                 "there")

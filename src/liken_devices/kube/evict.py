@@ -14,6 +14,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Pod
+
 from .client import ApiError
 from .retry import RetrySchedule
 
@@ -69,8 +72,4 @@ class PodEvictor:
 
 
 def _eviction(namespace: str, name: str) -> Any:
-    # lazy: lightkube loads only for what talks to the API server
-    from lightkube.models.meta_v1 import ObjectMeta
-    from lightkube.resources.core_v1 import Pod
-
     return Pod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace))

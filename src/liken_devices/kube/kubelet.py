@@ -15,6 +15,8 @@ import logging
 import re
 from typing import Any
 
+from .client import Resources, as_dict, describe
+
 log = logging.getLogger(__name__)
 
 SURGE_MINIMUM = (1, 33)  # the first kubelet that keeps two instances of a plugin registered
@@ -34,9 +36,6 @@ def parse_version(text: object) -> tuple[int, int] | None:
 def kubelet_version(client: Any, node: str) -> tuple[str, tuple[int, int] | None]:
     """The version string the Node reports (``""`` when none) and its ``(major, minor)``.
     API errors propagate."""
-    # lazy: the API client loads only for what talks to the API server
-    from .client import Resources, as_dict
-
     obj = as_dict(client.get(Resources.node(), node))
     info = (obj.get("status") or {}).get("nodeInfo") or {}
     raw = info.get("kubeletVersion") if isinstance(info, dict) else None
@@ -49,9 +48,6 @@ def surge_supported(client: Any, node: str) -> tuple[bool, str]:
     try:
         text, version = kubelet_version(client, node)
     except Exception as exc:
-        # lazy: only when the Node cannot be read
-        from .client import describe
-
         return False, (f"the kubelet's version cannot be read from Node {node} "
                        f"({describe(exc)})")
     if version is None:

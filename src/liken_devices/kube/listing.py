@@ -28,6 +28,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
+from lightkube import ALL_NS
+from lightkube.core.selector import build_selector
+
 from .client import ApiError
 
 PAGE_BYTES = 64 << 20  # one page: 500 objects of ~130 KiB, far above a liken slice's size
@@ -120,11 +124,6 @@ def list_pages(client: Any, resource: Any, budget: Budget, *, page: int,
                ) -> Iterator[dict[str, Any]]:
     """Every object of ``resource`` as a plain dict, page by page (``limit``/``continue``),
     each answer within ``budget`` (module docstring)."""
-    # lazy: the HTTP client and lightkube load only for what talks to the API server
-    import httpx2
-    from lightkube import ALL_NS
-    from lightkube.core.selector import build_selector
-
     generic = client._client  # lightkube's HTTP side: its requests carry the kubeconfig's auth
     params: dict[str, Any] = {"limit": page}
     if fields:

@@ -237,6 +237,7 @@ class MachineReporter:
         for key in current:
             if key not in desired:
                 patch["status"][key] = None  # merge patch: remove what we no longer report
+        # deferred: lightkube, 90-190 ms an offline agent never loads (tests/test_layers.py)
         from lightkube.types import PatchType
 
         try:

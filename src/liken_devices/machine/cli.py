@@ -5,15 +5,13 @@ the Machine object after each walk; this command applies a ``--machine FILE`` on
 status fragment the agent would merge into the Machine's status. Because a serio attachment
 lasts only while a process holds the line (see :mod:`.holder`), the command stays in the
 foreground while it holds a line, and lets go on SIGTERM or SIGINT.
+
+This module is the command's parser alone: :mod:`.apply` runs it, imported when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
-import sys
-import threading
-from types import FrameType
 from typing import Any
 
 HELP = """\
@@ -53,54 +51,9 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_apply)
 
 
-def failed(fragment: dict[str, Any]) -> bool:
-    return (any(r["state"] in ("Missing", "Failed") for r in fragment["modules"])
-            or any(r["state"] == "Failed" for r in fragment["serio"]))
-
-
 def cmd_apply(args: argparse.Namespace) -> int:
-    # lazy: loaded when this sub-command runs; the other commands start without it
-    from .. import signals
-    from ..cliargs import dump, sources_from_args
-    from ..inventory.sources import default_modules_dir
-    from .modules import ModprobeLoader
-    from .side import MachineSide
+    # deferred: the command's module, 15 ms that --help and the other commands
+    # skip (tests/test_layers.py)
+    from .apply import cmd_apply
 
-    sources = sources_from_args(args)
-    sources.check()
-    spec = sources.machine()
-    modules_dir = args.modules_dir or default_modules_dir()
-    wake = threading.Event()
-    side = MachineSide(modules_dir, ModprobeLoader(modules_dir, dry_run=args.dry_run),
-                       sys_root=args.sysfs, on_change=wake.set)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-        wake.set()
-
-    try:
-        fragment = side.apply(spec, sources.snapshot(), dry_run=args.dry_run)
-        sys.stdout.write(dump(fragment, args.output))
-        sys.stdout.flush()
-        if args.dry_run or not side.serio.held():
-            return 1 if failed(fragment) else 0
-        previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_signal),
-                    signal.SIGINT: signal.signal(signal.SIGINT, on_signal)}
-        try:
-            while side.serio.held():
-                signals.wait(wake)
-                wake.clear()
-                if stop.is_set():
-                    break
-                # A held line ended on its own: walk again and say what the machine has now.
-                fragment = side.apply(spec, sources.snapshot())
-                sys.stdout.write(("---\n" if args.output == "yaml" else "")
-                                 + dump(fragment, args.output))
-                sys.stdout.flush()
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-        return 1 if failed(fragment) else 0
-    finally:
-        side.close()
+    return cmd_apply(args)

@@ -33,7 +33,7 @@ from ..cliargs import yaml_text
 from ..errors import InputError
 from ..inventory.limits import DRIVER
 from .allocate import Evaluator
-from .cel import Env
+from .cel import Env, environment
 from .model import Device, slice_devices
 from .values import ValueError_, parse_semver
 
@@ -272,9 +272,6 @@ def select(devices: Sequence[Device], selectors: Sequence[str], env: Env | None 
     """The devices every one of ``selectors`` is true for (the allocator's own test). Each
     selector is evaluated on every device on its own: one that errs on any device is a defect
     of this module (the scheduler would stop the claim there), never a refusal to select."""
-    # lazy: the CEL runtime loads only when a selector is evaluated
-    from .cel import environment
-
     evaluator = Evaluator(env or environment(), {})
     chosen = []
     for d in devices:

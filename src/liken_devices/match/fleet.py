@@ -32,8 +32,10 @@ from typing import Any
 
 from ..errors import InputError
 from ..inventory.limits import DRIVER
+from ..kube.client import Resources
+from ..kube.listing import Budget, list_pages
 from ..terminal import clean_row
-from .cel import DeviceInput, Env
+from .cel import CompileError, DeviceInput, Env, environment
 from .model import Claim, Device, slice_devices
 
 MEDIA_DRIVER = "media.liken.sh"
@@ -57,19 +59,12 @@ def list_all(client: Any, resource: Any, *, page: int = PAGE, namespaced: bool =
     """Every object of ``resource``, page by page (``limit``/``continue``), as plain dicts,
     each answer bounded in bytes, pages and time by the command's ``budget``
     (kube/listing.py; a fresh one when none is given)."""
-    # lazy: the API client loads only for what talks to the API server
-    from ..kube.listing import Budget, list_pages
-
     return list_pages(client, resource, budget if budget is not None else Budget(), page=page,
                       namespaced=namespaced, fields=fields)
 
 
 def read_cluster(client: Any, page: int = PAGE, budget: Any = None) -> Snapshot:
     """The lists fleet reads, all within one ``budget`` (kube/listing.py)."""
-    # lazy: the API client loads only for what talks to the API server
-    from ..kube.client import Resources
-    from ..kube.listing import Budget
-
     budget = budget if budget is not None else Budget()
     snap = Snapshot()
     for driver in DRIVERS:
@@ -138,13 +133,7 @@ def build(snap: Snapshot, *, nodes: Sequence[str] = (), attributes: Sequence[str
     wanted_attrs = [_parse_attr_filter(a) for a in attributes]
     program = None
     if selector is not None:
-        # lazy: the CEL runtime loads only when a selector is evaluated
-        from .cel import environment
-
         env = env or environment()
-        # lazy: the CEL runtime loads only when a selector is evaluated
-        from .cel import CompileError
-
         try:
             program = env.compile(selector)
         except CompileError as exc:

@@ -4,35 +4,24 @@
 cluster (docs/media.md). ``run`` is the agent of the ``media-capabilities`` DaemonSet: it
 asks once at start, publishes, and asks again only when liken publishes a render node it has not
 seen; no timer asks again (rules: media.query-once).
+
+This module is the commands' parser alone: ``scan`` is :mod:`.scan` and ``run`` :mod:`.run`,
+each imported when its command runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import signal
 import sys
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .. import __version__, logs
-from ..cliargs import (
-    InputError,
-    Parser,
-    add_endpoint_args,
-    node_from_args,
-    sources_from_args,
-    yaml_text,
-)
-from ..inventory.limits import DRIVER as LIKEN_DRIVER
+from ..cliargs import InputError, Parser, add_endpoint_args
 from ..slices import SliceInvalid
-from ..terminal import clean, clean_row
-from .agent import MediaAgent
-from .devices import DRIVER, build_slice, query_devices, render_devices
+from ..terminal import clean
 from .probe import DEFAULT_TIMEOUT
 
 log = logging.getLogger("liken_devices.media")
@@ -113,112 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
-    node = node_from_args(args, DRIVER)
-    sources = sources_from_args(args)
-    sources.check()
-    inventory = sources.walk()
-    devices = query_devices(render_devices(inventory), args.dev, args.timeout)
-    obj = build_slice(node, devices)
-    if args.output == "json":
-        json.dump(obj, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    elif args.output == "table":
-        sys.stdout.write(table(obj))
-    else:
-        sys.stdout.write(yaml_text(obj))
-    return 0
+    # deferred: the command's module, 6 ms that --help and the other commands
+    # skip (tests/test_layers.py)
+    from .scan import cmd_scan
 
-
-def table(obj: dict[str, Any]) -> str:
-    """One row per GPU: its PCI address, VA-API driver, and what it decodes and encodes."""
-    rows: list[tuple[str, ...]] = [("NAME", "PCI", "VA DRIVER", "DECODE", "ENCODE")]
-    for d in obj["spec"]["devices"]:
-        attrs = {k.rpartition("/")[2]: next(iter(v.values()))
-                 for k, v in d.get("attributes", {}).items()}
-
-        def true(prefix: str, a: dict[str, Any] = attrs) -> str:
-            return ",".join(k[len(prefix):] for k, v in sorted(a.items())
-                            if k.startswith(prefix) and v is True) or "-"
-
-        rows.append(clean_row((d["name"], str(attrs.get("pciBusID", "-")),
-                               str(attrs.get("vaDriver", "-")), true("decode"),
-                               true("encode"))))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  "
-                   + r[-1] + "\n" for r in rows)
+    return cmd_scan(args)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return run_agent(args)
+    # deferred: the command's module, 104 ms that --help and the other commands
+    # skip (tests/test_layers.py)
+    from .run import cmd_run
 
-
-def run_agent(args: argparse.Namespace, stop: threading.Event | None = None,
-              ready: Callable[[MediaAgent], None] | None = None) -> int:
-    """The DaemonSet's process: ``liken-media run --node NAME [--kubeconfig FILE]``; tests run
-    it in a thread with their own ``stop`` and learn the agent through ``ready``."""
-    # lazy: loaded when this sub-command runs; the other commands start without it
-    from ..kube import NoClusterConfig, ObjectWatch, Resources, SlicePublisher, make_client
-    from ..kube.endpoint import Endpoint, default_address
-    from ..kube.evict import PodEvictor
-    from .metrics import MediaMetrics
-
-    node = node_from_args(args, DRIVER)
-    sources = sources_from_args(args)
-    sources.check()
-    try:
-        client = make_client(args.kubeconfig)
-    except NoClusterConfig as exc:
-        log.error("liken-media run: %s (give --kubeconfig)", exc)
-        return 2
-    metrics = MediaMetrics()
-    publisher = SlicePublisher(client, node, driver=DRIVER, metrics=metrics)
-    evictor = None
-    if args.pod_name and args.pod_namespace:
-        evictor = PodEvictor(client, args.pod_namespace, args.pod_name)
-    agent = MediaAgent(sources, publisher, args.dev, args.timeout, evictor=evictor,
-                       metrics=metrics)
-    endpoint = None
-    if args.metrics_port is not None:
-        addr = args.metrics_addr or default_address()
-        try:
-            endpoint = Endpoint(addr, args.metrics_port, metrics.exposition,
-                                health=agent.health, ready=agent.readiness)
-        except InputError:
-            client.close()
-            raise
-        log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)", addr,
-                 endpoint.port)
-        agent.endpoint_port = endpoint.port
-    stop = stop or threading.Event()
-
-    def factory() -> Any:
-        return make_client(args.kubeconfig)
-
-    watches = [
-        ObjectWatch(factory, Resources.slice(), {"spec.nodeName": node,
-                                                 "spec.driver": LIKEN_DRIVER},
-                    agent.on_liken_slice, "liken-slice"),
-        ObjectWatch(factory, Resources.slice(), {"spec.nodeName": node, "spec.driver": DRIVER},
-                    agent.on_own_slice, "media-slice"),
-    ]
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        log.info("liken-media: signal %d, stopping", signum)
-        stop.set()
-        agent.wake()
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-    if ready is not None:
-        ready(agent)
-    try:
-        agent.run(stop, watches)
-    finally:
-        if endpoint is not None:
-            endpoint.stop()
-        client.close()
-    return 0
+    return cmd_run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

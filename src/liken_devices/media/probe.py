@@ -96,6 +96,8 @@ def become_subreaper() -> bool:
     with _subreaper_lock:
         if _subreaper:
             return True
+        # deferred: ctypes, 4 ms of liken-media --help, which imports this module
+        # (tests/test_layers.py)
         import ctypes
 
         try:

@@ -241,7 +241,8 @@ class Plugin:
     def start(self) -> None:
         """Load the state, serve the DRA socket, then the registration socket (the kubelet may
         call as soon as it sees the registration)."""
-        # lazy: grpc and the servers load only when the plugin starts
+        # deferred: the server imports this module (a cycle at the top); grpcio, 58 ms, loads
+        # when the plugin starts (tests/test_layers.py)
         from .server import Servers
 
         self.load()

@@ -41,6 +41,7 @@ import logging
 import math
 import os
 import re
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ from ..sysfs.model import DevNode
 from ..terminal import clean
 from . import cdi
 from .cdi import SpecError
+from .claims import ClaimError, check_ref
 
 if TYPE_CHECKING:
     from ..inventory.model import Claimed
@@ -317,8 +319,6 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
 
 def holder_identity(shared: bool = False) -> str:
     """Who holds the lock, for the refusal message of a second instance."""
-    import socket
-
     who = f"pid {os.getpid()} on {socket.gethostname()}"
     pod = os.environ.get("POD_NAME")
     if pod:
@@ -573,9 +573,6 @@ class StateStore:
     def read_name(self, uid: str) -> tuple[str, str] | None:
         """The kept ``(namespace, name)`` of a claim, None when missing or not a claim's name
         (the file is hostile input too)."""
-        # lazy: the claim reader's name rules, only when a claim is rebuilt
-        from .claims import ClaimError, check_ref
-
         try:
             raw = read_bounded(self.directory / NAMES_DIR / cdi.check_uid(uid), MAX_NAME_BYTES)
             namespace, sep, name = raw.decode("utf-8").strip().partition("/")

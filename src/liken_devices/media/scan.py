@@ -1,0 +1,50 @@
+"""``liken-media scan``: ask this machine's render nodes and print the slice, with no cluster
+(docs/media.md). The command's options are :mod:`.cli`'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..cliargs import node_from_args, sources_from_args, yaml_text
+from ..terminal import clean_row
+from .devices import DRIVER, build_slice, query_devices, render_devices
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    node = node_from_args(args, DRIVER)
+    sources = sources_from_args(args)
+    sources.check()
+    inventory = sources.walk()
+    devices = query_devices(render_devices(inventory), args.dev, args.timeout)
+    obj = build_slice(node, devices)
+    if args.output == "json":
+        json.dump(obj, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.output == "table":
+        sys.stdout.write(table(obj))
+    else:
+        sys.stdout.write(yaml_text(obj))
+    return 0
+
+
+def table(obj: dict[str, Any]) -> str:
+    """One row per GPU: its PCI address, VA-API driver, and what it decodes and encodes."""
+    rows: list[tuple[str, ...]] = [("NAME", "PCI", "VA DRIVER", "DECODE", "ENCODE")]
+    for d in obj["spec"]["devices"]:
+        attrs = {k.rpartition("/")[2]: next(iter(v.values()))
+                 for k, v in d.get("attributes", {}).items()}
+
+        def true(prefix: str, a: dict[str, Any] = attrs) -> str:
+            return ",".join(k[len(prefix):] for k, v in sorted(a.items())
+                            if k.startswith(prefix) and v is True) or "-"
+
+        rows.append(clean_row((d["name"], str(attrs.get("pciBusID", "-")),
+                               str(attrs.get("vaDriver", "-")), true("decode"),
+                               true("encode"))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  "
+                   + r[-1] + "\n" for r in rows)
