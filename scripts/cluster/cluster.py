@@ -823,8 +823,11 @@ def cmd_exec(args: argparse.Namespace) -> int:
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
         raise ClusterError("exec needs a command: ./tasks cluster exec -- CMD...")
+    dirs = bin_dirs(info["kubernetes"])
+    # kubectl, and ctr talking to the cluster's containerd (CONTAINERD_ADDRESS).
     env = dict(os.environ, KUBECONFIG=info["kubeconfig"],
-               PATH=f"{bin_dirs(info['kubernetes'])['k8s']}:{os.environ.get('PATH', '')}",
+               PATH=f"{dirs['k8s']}:{dirs['ctrd']}:{os.environ.get('PATH', '')}",
+               CONTAINERD_ADDRESS=str(RUN / "containerd.sock"),
                LIKEN_K8S_NODE=info["node"], LIKEN_K8S_API=info["apiServer"],
                LIKEN_K8S_VERSION=info["kubernetes"], LIKEN_K8S_STATE=str(STATE))
     os.execvpe("nsenter", enter(cmd, os.getcwd()), env)
