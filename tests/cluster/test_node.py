@@ -35,7 +35,14 @@ SHOW = ("find /dev -type c -o -type b | sort; echo ---; stat -c '%n %t:%T %a %u 
 
 
 def build_machine(root: Path) -> None:
-    shutil.rmtree(root, ignore_errors=True)
+    # Emptied, not removed: a running agent's hostPath mount holds this directory's inode, and
+    # would keep seeing a deleted directory.
+    root.mkdir(parents=True, exist_ok=True)
+    for child in root.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
     b = SysfsBuilder(root / "sys")
     serial = b.pci("0000:00:1e.0", driver="exar_serial", cls=0x070002)
     b.node(serial, "tty", "tty5", 4, 5, subdir="tty")
