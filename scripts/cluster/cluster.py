@@ -843,7 +843,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="verb", required=True)
     up = sub.add_parser("up", help="build (cached) and start; the last line is KUBECONFIG=...")
     up.add_argument("--kubernetes", metavar="VERSION",
-                    help="Kubernetes version (default: versions.env's KUBERNETES_VERSION)")
+                    default=os.environ.get("LIKEN_KUBERNETES_VERSION") or None,
+                    help="Kubernetes version (default: $LIKEN_KUBERNETES_VERSION, else "
+                         "versions.env's KUBERNETES_VERSION)")
     sub.add_parser("down", help="stop everything the cluster started; the host as it was")
     sub.add_parser("status", help="the components and the kubeconfig")
     rs = sub.add_parser("restart", help="restart one component (kubelet, containerd, ...)")
