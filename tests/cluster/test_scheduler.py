@@ -121,42 +121,12 @@ def generated(number: int, work: Path) -> Node:
     root = work / f"gen-{number}"
     b = SysfsBuilder(root / "sys")
     parts = [rng.choice(PARTS) for _ in range(rng.randint(1, 7))]
+    ids = {"hid": ("046d", rng.choice(["c52b", "c534"])), "bt": ("8087", "0026"),
+           "serial": ("10c4", "ea60")}
     for i, part in enumerate(parts):
-        if part == "gpu":
-            b.gpu(f"0000:0{i}:00.0", card=i, render=128 + i)
-        elif part == "amdgpu":
-            b.gpu(f"0000:0{i}:00.0", card=i, render=128 + i, driver="amdgpu", vendor="1002",
-                  device="73bf")
-        elif part == "hda":
-            b.hda(f"0000:00:1f.{i}", card=i)
-        elif part == "hid":
-            usb = b.usb_device(f"1-{i + 1}", devnum=i + 2, vendor="046d",
-                               product=rng.choice(["c52b", "c534"]))
-            iface = b.usb_interface(usb, driver="usbhid", cls=3)
-            b.node(iface, "hidraw", f"hidraw{i}", 240, i, subdir="hidraw")
-        elif part == "bt":
-            usb = b.usb_device(f"2-{i + 1}", busnum=2, devnum=i + 2, vendor="8087",
-                               product="0026")
-            iface = b.usb_interface(usb, driver="btusb", cls=0xE0)
-            b.device(iface, f"hci{i}", "bluetooth", subdir="bluetooth")
-        elif part == "serial":
-            usb = b.usb_device(f"3-{i + 1}", busnum=3, devnum=i + 2, vendor="10c4",
-                               product="ea60", serial=f"S{number}{i}")
-            iface = b.usb_interface(usb, driver="cp210x", cls=0xFF)
-            b.node(iface, "tty", f"ttyUSB{i}", 188, i, subdir="tty")
-        elif part == "tpm":
-            t = b.board("platform", f"MSFT0101:0{i}", driver="tpm_crb")
-            b.node(t, "tpm", f"tpm{i}", 10, 224, subdir="tpm")
-        elif part == "wdt":
-            w = b.board("platform", f"iTCO_wdt.{i}", driver="iTCO_wdt")
-            b.node(w, "watchdog", f"watchdog{i}", 247, i, subdir="watchdog")
-        elif part == "rtc":
-            r = b.board("pnp", f"00:0{i}", driver="rtc_cmos")
-            b.node(r, "rtc", f"rtc{i}", 250, i, subdir="rtc")
-        elif part == "disk":
-            s = b.pci(f"0000:00:17.{i}", driver="ahci", cls=0x010601)
-            d = b.node(s, "block", f"sd{'abcdefg'[i]}", 8, 16 * i, block=True, subdir="block")
-            b.node(d, "block", f"sd{'abcdefg'[i]}1", 8, 16 * i + 1, block=True)
+        vendor, product = ids.get(part, (None, None))
+        b.part(part, i, vendor=vendor, product=product,
+               serial=f"S{number}{i}" if part == "serial" else None)
     facts = root / "facts"
     (facts / "storage").mkdir(parents=True)
     name = f"gen-{number}"

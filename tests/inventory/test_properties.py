@@ -288,31 +288,7 @@ def test_invariants_hold_for_generated_trees_on_disk(tmp_path_factory: pytest.Te
     root = tmp_path_factory.mktemp("sys")
     b = SysfsBuilder(root)
     for i, part in enumerate(parts):
-        if part == "gpu":
-            b.gpu(f"0000:0{i}:00.0", card=i, render=128 + i)
-        elif part == "hda":
-            b.hda(f"0000:00:1f.{i}", card=i)
-        elif part == "hid":
-            usb = b.usb_device(f"1-{i + 1}", devnum=i + 2)
-            iface = b.usb_interface(usb, driver="usbhid", cls=3)
-            b.node(iface, "hidraw", f"hidraw{i}", 240, i, subdir="hidraw")
-        elif part == "bt":
-            usb = b.usb_device(f"2-{i + 1}", busnum=2, devnum=i + 2)
-            iface = b.usb_interface(usb, driver="btusb", cls=0xE0)
-            b.device(iface, f"hci{i}", "bluetooth", subdir="bluetooth")
-        elif part == "tpm":
-            t = b.board("platform", f"MSFT0101:0{i}", driver="tpm_crb")
-            b.node(t, "tpm", f"tpm{i}", 10, 224, subdir="tpm")
-        elif part == "wdt":
-            w = b.board("platform", f"iTCO_wdt.{i}", driver="iTCO_wdt")
-            b.node(w, "watchdog", f"watchdog{i}", 247, i, subdir="watchdog")
-        elif part == "rtc":
-            r = b.board("pnp", f"00:0{i}", driver="rtc_cmos")
-            b.node(r, "rtc", "rtc0", 250, 0, subdir="rtc")
-        elif part == "disk":
-            s = b.pci(f"0000:00:17.{i}", driver="ahci", cls=0x010601)
-            d = b.node(s, "block", f"sd{'abcdefg'[i]}", 8, 16 * i, block=True, subdir="block")
-            b.node(d, "block", f"sd{'abcdefg'[i]}1", 8, 16 * i + 1, block=True)
+        b.part(part, i)
     snap = read_sysfs(root)
     roles = frozenset({"sda1", "sdc1"}) if facts else None
     ctx = Context(Facts(roles, None if facts else "unreadable"))

@@ -210,6 +210,50 @@ class SysfsBuilder:
             self.node(inp, "input", f"event{n}", 13, 64 + n, devname=f"input/event{n}")
         return hda
 
+    def part(self, kind: str, i: int, *, vendor: str | None = None, product: str | None = None,
+             serial: str | None = None) -> Dev:
+        """The ``i``-th piece of a generated machine, at addresses and numbers of its own:
+        gpu, amdgpu, hda, hid, bt, serial (a USB serial adapter), tpm, wdt, rtc (rtc0) or disk
+        (a SATA disk with one partition)."""
+        ids = {k: v for k, v in (("vendor", vendor), ("product", product)) if v}
+        if kind in ("gpu", "amdgpu"):
+            amd = {"driver": "amdgpu", "vendor": "1002", "device": "73bf"} if kind == "amdgpu" \
+                else {}
+            return self.gpu(f"0000:0{i}:00.0", card=i, render=128 + i, **amd)
+        if kind == "hda":
+            return self.hda(f"0000:00:1f.{i}", card=i)
+        if kind in ("hid", "bt", "serial"):
+            bus = {"hid": 1, "bt": 2, "serial": 3}[kind]
+            usb = self.usb_device(f"{bus}-{i + 1}", busnum=bus, devnum=i + 2, serial=serial, **ids)
+            driver, cls = {"hid": ("usbhid", 3), "bt": ("btusb", 0xE0),
+                           "serial": ("cp210x", 0xFF)}[kind]
+            iface = self.usb_interface(usb, driver=driver, cls=cls)
+            if kind == "hid":
+                self.node(iface, "hidraw", f"hidraw{i}", 240, i, subdir="hidraw")
+            elif kind == "bt":
+                self.device(iface, f"hci{i}", "bluetooth", subdir="bluetooth")
+            else:
+                self.node(iface, "tty", f"ttyUSB{i}", 188, i, subdir="tty")
+            return usb
+        if kind == "tpm":
+            t = self.board("platform", f"MSFT0101:0{i}", driver="tpm_crb")
+            self.node(t, "tpm", f"tpm{i}", 10, 224, subdir="tpm")
+            return t
+        if kind == "wdt":
+            w = self.board("platform", f"iTCO_wdt.{i}", driver="iTCO_wdt")
+            self.node(w, "watchdog", f"watchdog{i}", 247, i, subdir="watchdog")
+            return w
+        if kind == "rtc":
+            r = self.board("pnp", f"00:0{i}", driver="rtc_cmos")
+            self.node(r, "rtc", "rtc0", 250, 0, subdir="rtc")
+            return r
+        if kind == "disk":
+            s = self.pci(f"0000:00:17.{i}", driver="ahci", cls=0x010601)
+            d = self.node(s, "block", f"sd{'abcdefg'[i]}", 8, 16 * i, block=True, subdir="block")
+            self.node(d, "block", f"sd{'abcdefg'[i]}1", 8, 16 * i + 1, block=True)
+            return s
+        raise ValueError(f"no such part: {kind}")
+
 
 def bare_sources(root: Path) -> Sources:
     """Sources that walk ``root/sys`` (a SysfsBuilder's tree) with empty facts, modules and ID
