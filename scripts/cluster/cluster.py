@@ -510,6 +510,16 @@ def kubectl(k8s_bin: Path, *args: str, check: bool = True,
                            *args], check=check, text=True, capture_output=capture)
 
 
+def controllers(k8s: str) -> str:
+    """The controller manager's controllers: all but node IPAM (the CNI config gives the pod
+    range). The cloud controllers, which need a cloud provider, are named off up to 1.36; 1.37
+    no longer has them and refuses a name it does not know."""
+    off = ["node-ipam-controller"]
+    if tuple(int(x) for x in k8s.split(".")[:2]) < (1, 37):
+        off += ["service-lb-controller", "cloud-node-lifecycle-controller"]
+    return "--controllers=*," + ",".join(f"-{c}" for c in off)
+
+
 def inside_up(k8s: str) -> None:
     """Runs inside the cluster's namespaces: network, mounts, components, images."""
     dirs = bin_dirs(k8s)
@@ -570,7 +580,7 @@ def inside_up(k8s: str) -> None:
         "--bind-address=127.0.0.1", "--leader-elect=false",
         f"--service-account-private-key-file={pki / 'sa.key'}",
         f"--root-ca-file={pki / 'ca.crt'}", "--use-service-account-credentials=true",
-        "--controllers=*,-node-ipam-controller,-service-lb-controller,-cloud-node-lifecycle-controller",
+        controllers(k8s),
     ])
     start("kube-scheduler", [
         str(kb / "kube-scheduler"), f"--kubeconfig={CONF / 'scheduler.kubeconfig'}",
@@ -754,8 +764,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             subprocess.run(enter([sys.executable, str(Path(__file__).resolve()), "_inside-up",
                                   k8s]), check=True)
         except BaseException:
-            say(f"up failed; logs in {LOGS}; tearing down")
             keep = STATE.parent / "liken-k8s-failed-logs"
+            say(f"up failed; its logs are kept in {keep}; tearing down")
             shutil.rmtree(keep, ignore_errors=True)
             with contextlib.suppress(OSError):
                 shutil.copytree(LOGS, keep)
