@@ -252,8 +252,10 @@ def test_the_health_stream_reaches_the_pods_status(node: str, k8s: dict[str, str
                      for r in s.get("resources") or []]
             return found or None
         resources = wait_for("the device's health in the pod's status", reported, timeout=120)
-        assert [(r["resourceID"].rsplit("/", 1)[-1], r.get("health")) for r in resources] == \
-            [(SERIAL, "Healthy")], resources
+        # The kubelet names a DRA device there by its CDI device ID (docs/plugin.md, "CDI").
+        uid = claim_uid("health")
+        assert [(r["resourceID"], r.get("health")) for r in resources] == \
+            [(f"liken.sh/device={uid}-{SERIAL}", "Healthy")], resources
     finally:
         kubectl("-n", NS, "delete", "pod", "health", "--ignore-not-found", "--wait=true",
                 "--timeout=120s", timeout=130, check=False)
