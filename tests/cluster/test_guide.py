@@ -169,7 +169,11 @@ def walk(k8s: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Itera
     plugin_path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
     w = Walk(node=node, work=tmp_path_factory.mktemp("guide"), plugin_path=plugin_path)
     write_overlays(w)
-    build_machine(TREE)
+    if not (TREE / "sys" / "dev" / "char").is_dir():
+        # Only where it is missing: an agent that mounts the tree (a hostPath) keeps the
+        # directory it mounted, and a tree removed and built again under it is one it never
+        # sees (its walks then fail: "no dev/char index").
+        build_machine(TREE)
     ctr("images", "tag", "--force", IMAGE, f"localhost/liken-devices:{NEW_TAG}")
     try:
         yield w
@@ -280,7 +284,9 @@ def test_every_node_published_its_slice(walk: Walk) -> None:
         out if mine in (out := kubectl(*check[0][1:]).stdout) else None), timeout=120)
     assert "liken.sh" in listed and walk.node in listed
     logs = kubectl(*check[1][1:]).stdout
-    assert f"published ResourceSlice {mine}" in logs, logs[-3000:]
+    assert f"node {walk.node}, publishing to the API server" in logs, logs[-3000:]
+    assert "the kubelet registered liken.sh" in logs, logs[-3000:]
+    assert "walk failed" not in logs, logs[-3000:]
     # Prerequisites: on a kubelet of 1.33 or later the agent surges, and does not say that it
     # runs as a plain single instance.
     assert "older than 1.33" not in logs
@@ -337,6 +343,7 @@ def test_cookbook_claim_for_a_device(walk: Walk) -> None:
     fleet = walk.liken(*printed[2][2:], check=True).stdout
     claim = get("-n", "default", "pod", "pci-0000-00-1e-0-user")["status"][
         "resourceClaimStatuses"][0]["resourceClaimName"]
+    walk.state["claim"] = claim
     assert walk.node in fleet and SERIAL in fleet and claim in fleet, fleet
 
 
@@ -411,9 +418,13 @@ def test_the_node_says_what_it_holds_and_why_hardware_is_missing(walk: Walk) -> 
     assert ("kubectl -n liken-system exec ds/liken-devices -- liken-devices claims lists the "
             "prepared claims and the nodes each delivers now") in flat(trouble)
     # "lists the prepared claims and the nodes each delivers now"
-    out = kubectl("-n", "liken-system", "exec", "ds/liken-devices", "--", "liken-devices",
-                  "claims").stdout
-    assert walk.state["uid"] in out and "/dev/tty5" in out, out
+    claims = ["-n", "liken-system", "exec", "ds/liken-devices", "--", "liken-devices", "claims"]
+    out = kubectl(*claims).stdout
+    assert walk.state["uid"] in out and f"default/{walk.state['claim']}" in out, out
+    # As printed it walks the node's own /sys, this VM's, where the tree's serial card is not
+    # (its nodes show as absent); with the agent's own inputs, the node it delivers.
+    out = kubectl(*claims, "--sysfs=/liken-test/sys", "--facts=/liken-test/facts").stdout
+    assert walk.state["uid"] in out and re.search(r"/dev/tty5\(\w*4:5\)", out), out
     [explain] = commands(after(trouble, "**A device is missing from the slice.**", "sh"))
     assert explain == ["kubectl", "-n", "liken-system", "exec", "ds/liken-devices", "--",
                        "liken-devices", "explain"]
@@ -421,6 +432,11 @@ def test_the_node_says_what_it_holds_and_why_hardware_is_missing(walk: Walk) -> 
     # "with the devices it became or the reason it did not").
     host = kubectl(*explain[1:]).stdout
     assert re.search(r"published as |not published: ", host), host
+    # This cluster's nodes have no init's facts (its /run/liken is a directory of its own), as
+    # on any host that is not liken: no disk is offered, and explain says why.
+    assert "facts unreadable" in host and "no disk is offered" in host, host
+    assert "facts unreadable (a disk on a node whose storage facts cannot be read" in \
+        flat(trouble)
     # The agent of this walk reads the node tier's machine: the same command with the agent's
     # own inputs gives its reasons, and the guide's for a disk the machine uses.
     out = kubectl(*explain[1:], "--sysfs=/liken-test/sys", "--facts=/liken-test/facts").stdout
@@ -473,6 +489,14 @@ def test_uninstall_keeping_the_machines(walk: Walk) -> None:
     assert printed == [[["kubectl", "delete", "-k", "deploy/"]],
                        [["kubectl", "delete", "-k", "deploy/", "-l",
                          "app.kubernetes.io/component!=machine-crd"]]]
+    # The first deletes the CRD too (and with it every Machine); the second keeps it, and
+    # only it. (Dry runs: the real server says what each would delete.)
+    everything = kubectl(*printed[0][0][1:], "--dry-run=server").stdout
+    keeping = kubectl(*printed[1][0][1:], "--dry-run=server").stdout
+    crd = 'customresourcedefinition.apiextensions.k8s.io "machines.liken.sh" deleted'
+    assert crd in everything and crd not in keeping, keeping
+    assert set(everything.splitlines()) - set(keeping.splitlines()) == {
+        f"{crd} (server dry run)"}, (everything, keeping)
     kept = get("machine", walk.node)
     kubectl(*printed[1][0][1:], timeout=300)
     # The Machines stay, spec and all, with their CRD...
@@ -498,6 +522,10 @@ def test_uninstall_keeping_the_machines(walk: Walk) -> None:
 def test_install_again_finds_the_machines(walk: Walk) -> None:
     """"To keep the Machines (to reinstall later ...)": installed again, the agent reads the
     Machine that stayed, and the pod that held a device through it all ends cleanly."""
+    # What the last agent reported goes, so that the status seen next is the new agent's.
+    kubectl("patch", "machine", walk.node, "--subresource=status", "--type=merge", "-p",
+            json.dumps({"status": None}))
+    assert not get("machine", walk.node).get("status")
     kubectl("apply", "-k", str(walk.overlay), timeout=300)
     rollout()
     wait_for("the slice again", lambda: exists("resourceslice", f"{walk.node}-liken.sh"))
