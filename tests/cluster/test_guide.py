@@ -153,7 +153,7 @@ def write_overlays(walk: Walk) -> None:
 
 def guide_machine(node: str) -> dict[str, Any]:
     """The Machine the cookbook's CEC example declares, for this node (no such adapter here:
-    the agent reports the entry waiting, and loads nothing)."""
+    the agent reports it not attached, SerioAttached=False, and loads nothing)."""
     text = after(section("Cookbook: claims"), "### A CEC bus and its remote", "yaml")
     doc: dict[str, Any] = yaml.safe_load(text.replace("name: NODE", f"name: {node}"))
     assert doc["kind"] == "Machine" and doc["spec"]["serio"]
