@@ -75,3 +75,30 @@ def test_cluster_start(benchmark: Any) -> None:
            note="certificates, namespaces, etcd, API server, controller manager, scheduler, "
                 "containerd with the images imported, kubelet")
     record(benchmark, "cluster", "down: everything ended, the host as it was", downs, "s")
+
+
+@pytest.mark.root
+@needs_go
+@pytest.mark.timeout(7200)
+def test_whole_test_from_a_fresh_clone(benchmark: Any, tmp_path: Path) -> None:
+    """`./tasks test` (what .ci/run calls) on a fresh clone with every build cache empty: the
+    Go module, build and binary caches and pip's, and a new venv. The apt packages of
+    setup.d are the machine's (installed once, as CI's image would have them); the corpus
+    beside the clone is absent, as in CI."""
+    if benchmark.disabled:
+        pytest.skip("the whole suite from nothing: measured by ./tasks bench")
+    if subprocess.run(["python3", str(CLUSTER / "cluster.py"), "status"],
+                      capture_output=True).returncode == 0:
+        pytest.skip("a cluster is running: ./tasks cluster down first")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    env = {**os.environ, "CI": "true", "LIKEN_K8S_CACHE": str(tmp_path / "bin"),
+           "GOMODCACHE": str(tmp_path / "mod"), "GOCACHE": str(tmp_path / "gocache"),
+           "PIP_NO_CACHE_DIR": "1"}
+    env.pop("LIKEN_SHARED", None)
+    whole = benchmark.pedantic(timed, args=(["bash", str(clone / ".ci" / "run")], env, 7000),
+                               rounds=1, iterations=1)
+    subprocess.run(["chmod", "-R", "u+w", str(tmp_path / "mod")], check=False)
+    record(benchmark, "cluster", "./tasks test from a fresh clone, every build cache empty",
+           [whole], "s", note="lint, the main suite, the images, the cluster's binaries built "
+                              "from the module proxy, the real-cluster tier (no corpus)")
