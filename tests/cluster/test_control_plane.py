@@ -5,6 +5,8 @@ and the ResourceSlice limits, all judged by the real kube-apiserver."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from .support import REPO, STATE, apply, get, inside, kubectl, wait_for
+from tests.media.conftest import CAPS, FakeGPUs, build_va
+from tests.media.test_scan import Machine as MediaMachine
+
+from .support import CLUSTER, REPO, STATE, apply, get, inside, kubectl, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -49,9 +54,10 @@ def other_node(installed: dict[str, str]) -> Iterator[str]:
     kubectl("delete", "node", OTHER, "--ignore-not-found")
 
 
-def pod_token(account: str, node: str) -> str:
-    """A service-account token bound to a pod on ``node``: the token the kubelet would mint."""
-    name = f"token-{account}-{node}"
+def pod_token(account: str, node: str, name: str = "") -> str:
+    """A service-account token bound to a pod on ``node``: the token the kubelet would mint.
+    ``name``: the pod's (default ``token-<account>-<node>``)."""
+    name = name or f"token-{account}-{node}"
     apply([{"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "liken-system"},
             "spec": {"serviceAccountName": account, "nodeName": node,
@@ -193,14 +199,66 @@ def used(account: str) -> set[tuple[str, str]]:
     return out
 
 
-# The media agent runs only where a render node is published; this node has none (its pod waits,
-# as test_the_media_agent_waits_on_a_node_without_a_gpu shows), so only liken-devices writes.
-@pytest.mark.parametrize("account", ["liken-devices"])
-def test_the_audit_log_shows_the_verbs_the_roles_grant(installed: dict[str, str],
-                                                       account: str) -> None:
+def test_the_audit_log_shows_the_verbs_liken_devices_role_grants(
+        installed: dict[str, str]) -> None:
+    account = "liken-devices"
     wait_for("the agent's writes", lambda: used(account) & {("create", "resourceslices"),
                                                             ("patch", "resourceslices")})
     assert used(account) <= granted(account), used(account) - granted(account)
+
+
+def test_the_media_agent_publishes_with_its_pod_token_and_only_the_verbs_its_role_grants(
+        installed: dict[str, str], tmp_path: Path) -> None:
+    """This node has no GPU, so the media DaemonSet's pod waits (see above). The agent itself,
+    `liken-media run` from this checkout, runs here instead with its service account's pod-bound
+    token for this node, asking a fake render node through the real libva (tests/media's fake VA
+    driver): the real API server stores its slice, and the audit log shows what it did."""
+    node = installed["node"]
+    (tmp_path / "va").mkdir()
+    gpus = FakeGPUs(tmp_path / "gpus", build_va(tmp_path / "va"))
+    machine = MediaMachine(tmp_path / "m", gpus)
+    machine.gpu("0000:00:02.0", 128, CAPS / "intel-dg2-ihd.txt")
+    ca = STATE / "config" / "pki" / "ca.crt"
+    kubeconfig = tmp_path / "media.kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "media",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443",
+                                               "certificate-authority": str(ca)}}],
+        "users": [{"name": "media", "user": {"token": pod_token("media-capabilities", node,
+                                                                "media-agent-here")}}],
+        "contexts": [{"name": "media", "context": {"cluster": "c", "user": "media"}}]}))
+    fake = [f"{k}={v}" for k, v in gpus.env.items()
+            if k.startswith(("LD_PRELOAD", "VAFAKE_", "LIBVA_"))]
+    agent = Path(sys.executable).parent / "liken-media"
+    log = tmp_path / "agent.log"
+    name = f"{node}-media.liken.sh"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            ["python3", str(CLUSTER), "exec", "--", "env", *fake, str(agent), "run",
+             "--sysfs", str(machine.root / "sys"), "--hwdata-dir", str(machine.root / "hwdata"),
+             "--dev", str(gpus.dev), "--node", node, "--kubeconfig", str(kubeconfig)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        try:
+            stored = wait_for("the media agent's slice", lambda: get("resourceslice", name)
+                              if proc.poll() is None else pytest.fail(log.read_text()[-4000:]))
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    try:
+        assert proc.returncode == 0, log.read_text()[-4000:]
+        assert stored["spec"]["driver"] == "media.liken.sh"
+        assert stored["spec"]["nodeName"] == node
+        [device] = stored["spec"]["devices"]
+        # What the fake driver answered for the DG2's dump: its vendor string and capabilities.
+        assert "vaDriver" in device["attributes"], device
+        assert any(a.get("bool") for a in device["attributes"].values()), device
+        account = "media-capabilities"
+        wait_for("the media agent's writes in the audit log",
+                 lambda: used(account) & {("create", "resourceslices"),
+                                          ("patch", "resourceslices")})
+        assert used(account) <= granted(account), used(account) - granted(account)
+    finally:
+        kubectl("delete", "resourceslice", name, "--ignore-not-found")
 
 
 GOOD_MACHINES = [

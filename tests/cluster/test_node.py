@@ -34,7 +34,8 @@ SHOW = ("find /dev -type c -o -type b | sort; echo ---; stat -c '%n %t:%T %a %u 
         "echo READY; sleep 3600")
 
 
-def build_machine(root: Path) -> None:
+def build_machine(root: Path, *, serial: bool = True) -> None:
+    """The machine; ``serial=False``: the same without the serial card, as if unplugged."""
     # Emptied, not removed: a running agent's hostPath mount holds this directory's inode, and
     # would keep seeing a deleted directory.
     root.mkdir(parents=True, exist_ok=True)
@@ -44,8 +45,9 @@ def build_machine(root: Path) -> None:
         else:
             child.unlink()
     b = SysfsBuilder(root / "sys")
-    serial = b.pci("0000:00:1e.0", driver="exar_serial", cls=0x070002)
-    b.node(serial, "tty", "tty5", 4, 5, subdir="tty")
+    if serial:
+        card = b.pci("0000:00:1e.0", driver="exar_serial", cls=0x070002)
+        b.node(card, "tty", "tty5", 4, 5, subdir="tty")
     for n in UPGRADE_TTYS:  # more serial cards, for the claims prepared during an upgrade
         card = b.pci(f"0000:00:1e.{n - 5}", driver="exar_serial", cls=0x070002)
         b.node(card, "tty", f"tty{n}", 4, n, subdir="tty")
@@ -236,9 +238,16 @@ def test_a_rolling_upgrade_fails_no_prepare(node: str) -> None:
              timeout=90)
 
 
+def wake_the_agent() -> None:
+    """A synthetic ``add`` uevent for this machine's tty5 (it changes nothing on the device):
+    the agent, which hears the kernel's uevents, walks its tree again."""
+    Path("/sys/devices/virtual/tty/tty5/uevent").write_text("add\n")
+
+
 def test_the_health_stream_reaches_the_pods_status(node: str, k8s: dict[str, str]) -> None:
     """The plugin's health stream (KEP-4680) as the kubelet reports it in the pod's status:
-    the device of the pod's claim, healthy while present."""
+    the device of the pod's claim, healthy while present, unhealthy once it is gone from the
+    machine, and healthy again when it is back (docs/plugin.md, "Health")."""
     major, minor = (int(x) for x in k8s["kubernetes"].split(".")[:2])
     if (major, minor) < (1, 36):
         pytest.skip("ResourceHealthStatus is alpha and off by default before Kubernetes 1.36")
@@ -254,9 +263,22 @@ def test_the_health_stream_reaches_the_pods_status(node: str, k8s: dict[str, str
         resources = wait_for("the device's health in the pod's status", reported, timeout=120)
         # The kubelet names a DRA device there by its CDI device ID (docs/plugin.md, "CDI").
         uid = claim_uid("health")
+        device = f"liken.sh/device={uid}-{SERIAL}"
         assert [(r["resourceID"], r.get("health")) for r in resources] == \
-            [(f"liken.sh/device={uid}-{SERIAL}", "Healthy")], resources
+            [(device, "Healthy")], resources
+
+        def health(expected: str) -> bool:
+            wake_the_agent()  # again each time: a uevent that came before a walk ended is seen
+            return [(r["resourceID"], r.get("health")) for r in reported() or []] == \
+                [(device, expected)]
+        build_machine(TREE, serial=False)  # the card unplugged
+        wait_for("the device unhealthy in the pod's status", lambda: health("Unhealthy"),
+                 timeout=120, every=3)
+        build_machine(TREE)  # and back
+        wait_for("the device healthy again in the pod's status", lambda: health("Healthy"),
+                 timeout=120, every=3)
     finally:
+        build_machine(TREE)
         kubectl("-n", NS, "delete", "pod", "health", "--ignore-not-found", "--wait=true",
                 "--timeout=120s", timeout=130, check=False)
         kubectl("-n", NS, "delete", "resourceclaim", "health", "--ignore-not-found",
