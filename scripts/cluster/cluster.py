@@ -856,7 +856,8 @@ def main(argv: list[str] | None = None) -> int:
                     default=os.environ.get("LIKEN_KUBERNETES_VERSION") or None,
                     help="Kubernetes version (default: $LIKEN_KUBERNETES_VERSION, else "
                          "versions.env's KUBERNETES_VERSION)")
-    sub.add_parser("down", help="stop everything the cluster started; the host as it was")
+    sub.add_parser("down", help="stop everything the cluster started, or clean what a killed "
+                                "run left; the host as it was")
     sub.add_parser("status", help="the components and the kubeconfig")
     rs = sub.add_parser("restart", help="restart one component (kubelet, containerd, ...)")
     rs.add_argument("component")
