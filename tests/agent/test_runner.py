@@ -4,6 +4,7 @@ the slice and the Machine follow (``docs/agent.md``; rules: uevents.actions, lim
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import urllib.request
@@ -485,6 +486,73 @@ def test_each_walk_goes_to_every_publisher(node: FixtureNode,
         assert caplog.text.count("publishing failed") == 2
         agent.on_slice_event("MODIFIED", {"metadata": {"name": "two-liken.sh"}})
         assert first.seen == second.seen == ["MODIFIED"]
+    finally:
+        agent.request_stop()
+        t.join(10)
+    assert not t.is_alive()
+
+
+class _Overdue(_Recording):
+    """A publisher whose retry is always due (an API server that keeps failing)."""
+
+    def retry_in(self, now: float | None = None) -> float | None:
+        return 0.0
+
+
+class _Superseded:
+    """The plugin of an instance beside which a newer one of a surge upgrade runs (or not)."""
+
+    def __init__(self) -> None:
+        self.newer: str | None = "pid 2 (pod new)"
+        self.registered = True
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def claimed(self) -> Any:
+        from liken_devices.inventory.model import NO_CLAIMS
+
+        return NO_CLAIMS
+
+    def reconcile(self, inv: Any) -> None:
+        pass
+
+    def superseded(self) -> str | None:
+        return self.newer
+
+
+def test_an_instance_a_newer_one_supersedes_stands_by_then_writes_again(
+        node: FixtureNode, caplog: pytest.LogCaptureFixture) -> None:
+    """docs/plugin.md, "Upgrades": while a newer instance runs, this one walks and hands its
+    devices on but writes nothing, and a retry that is due does not spin its loop; once the
+    newer one is gone, it writes within its standby check."""
+    from liken_devices.agent.runner import STANDBY_CHECK, Agent, AgentConfig
+
+    caplog.set_level(logging.INFO, logger="liken_devices")
+    publisher = _Overdue()
+    plugin = _Superseded()
+    agent = Agent(AgentConfig(node="old", sources=node.sources(), console=None),
+                  publishers=[publisher], plugin=plugin)
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    try:
+        assert agent.ready.wait(10)
+        assert len(publisher.handed) == 1 and publisher.synced == 0
+        turns = agent.turns
+        time.sleep(2 * STANDBY_CHECK + 0.5)
+        # Other tests' uevents may wake it a few times; a spinning loop turns 100,000s of times.
+        assert agent.turns - turns <= 100, "the loop spins while it stands by"
+        assert publisher.synced == 0
+        assert "pid 2 (pod new)" in caplog.text and "this one stands by" in caplog.text
+        plugin.newer = None
+        deadline = time.monotonic() + STANDBY_CHECK + 3
+        while time.monotonic() < deadline and not publisher.synced:
+            time.sleep(0.05)
+        assert publisher.synced >= 1
+        assert "this one writes the slice and the Machine's status again" in caplog.text
     finally:
         agent.request_stop()
         t.join(10)

@@ -9,6 +9,7 @@ machine's root (its facts say so), which no claim may ever get.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -236,6 +237,48 @@ def test_a_rolling_upgrade_fails_no_prepare(node: str) -> None:
                 "--timeout=300s", timeout=320)
     wait_for("unprepare after the upgrade", lambda: f"liken.sh-{uid}.json" not in cdi_specs(),
              timeout=90)
+
+
+def slice_writes(node: str, since: int) -> dict[str, int]:
+    """The agents' writes of the node's slice in the API server's audit log after byte
+    ``since``: the pod that wrote -> how many."""
+    out: dict[str, int] = {}
+    with (STATE / "logs" / "audit.log").open("rb") as log:
+        log.seek(since)
+        for line in log:
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if event["user"]["username"] != "system:serviceaccount:liken-system:liken-devices" \
+                    or event["stage"] != "ResponseComplete" or event["verb"] != "patch" \
+                    or ref.get("name") != f"{node}-liken.sh":
+                continue
+            pod = (event["user"].get("extra") or {}).get(
+                "authentication.kubernetes.io/pod-name", ["?"])[0]
+            out[pod] = out.get(pod, 0) + 1
+    return out
+
+
+def test_a_rollout_that_changes_the_walk_writes_the_slice_a_few_times(node: str) -> None:
+    """The surge upgrade from an agent walking this VM's sysfs to one walking the node tier's
+    machine: two instances whose walks differ run side by side, and only the newer writes
+    (rules: limits.one-writer). Two writers would each restore their own view, in turn, for as
+    long as both run: hundreds of writes in the audit log."""
+    kubectl("apply", "-k", str(REPO / "tests" / "cluster" / "overlay"), timeout=300)
+    kubectl("-n", "liken-system", "rollout", "status", "ds/liken-devices", "--timeout=300s",
+            timeout=320)
+    wait_for("this VM's own walk in the slice",
+             lambda: SERIAL not in {d["name"] for d in get("resourceslice", f"{node}-liken.sh")
+                                    ["spec"]["devices"]}, timeout=120)
+    since = (STATE / "logs" / "audit.log").stat().st_size
+    kubectl("apply", "-k", str(REPO / "tests" / "cluster" / "node-overlay"), timeout=300)
+    kubectl("-n", "liken-system", "rollout", "status", "ds/liken-devices", "--timeout=300s",
+            timeout=320)
+    wait_for("the machine's walk in the slice",
+             lambda: SERIAL in {d["name"] for d in get("resourceslice", f"{node}-liken.sh")
+                                ["spec"]["devices"]}, timeout=120)
+    time.sleep(5)  # the old pod is gone: nothing writes any more
+    writes = slice_writes(node, since)
+    assert 1 <= sum(writes.values()) <= 6, writes
 
 
 def wake_the_agent() -> None:

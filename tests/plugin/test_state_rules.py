@@ -13,6 +13,7 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -492,3 +493,60 @@ def test_a_refusal_reads_at_most_16_holder_files(tmp_path: Path) -> None:
     finally:
         for fd in fds:
             os.close(fd)
+
+
+# -- which instance of an upgrade is the newer ----------------------------------------------------
+
+
+def test_the_older_shared_instance_knows_the_newer_one_and_the_newer_knows_none(
+        tmp_path: Path) -> None:
+    directory = tmp_path / "state"
+    old, new = StateStore(directory), StateStore(directory)
+    old.acquire(shared=True)
+    try:
+        assert old.newer_instance() is None  # alone
+        time.sleep(0.001)  # the holder's name carries time.time_ns(): a later start
+        new.acquire(shared=True)
+        try:
+            newer = old.newer_instance()
+            assert newer is not None and f"pid {os.getpid()}" in newer
+            assert new.newer_instance() is None
+        finally:
+            new.release()
+        assert old.newer_instance() is None  # the newer one ended
+    finally:
+        old.release()
+
+
+def test_an_exclusive_instance_is_never_superseded(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    store.acquire()
+    try:
+        assert store.newer_instance() is None
+    finally:
+        store.release()
+
+
+def test_a_newer_holder_that_is_dead_or_misnamed_supersedes_nobody(tmp_path: Path) -> None:
+    """A holder file nobody locks is a dead instance's (removed); a name that is not
+    ``holder-<pid>-<time_ns>`` is not an instance's at all (a hostile directory)."""
+    directory = tmp_path / "state"
+    store = StateStore(directory)
+    store.acquire(shared=True)
+    fds = []
+    try:
+        later = time.time_ns() + 10**12
+        dead = directory / f"holder-1-{later}"
+        dead.write_text("pid 1\n")
+        for name in (f"holder-x-{later}", f"holder-2-{later}-3", f"holder-3-{'9' * 30}",
+                     f".holder-4-{later}"):
+            fd = os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o600)
+            fds.append(fd)
+            os.write(fd, b"pid 4\n")
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert store.newer_instance() is None
+        assert not dead.exists()
+    finally:
+        for fd in fds:
+            os.close(fd)
+        store.release()

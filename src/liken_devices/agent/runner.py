@@ -19,7 +19,12 @@ The rules of docs/rules/ (what a node publishes, uevents, delivery, the Machine,
   timeout only while a burst is pending or an API retry is scheduled, so an idle node costs no
   CPU;
 * past the 128-device cap the device count is printed once on the console and logged; the
-  inventory has already dropped the overflow.
+  inventory has already dropped the overflow;
+* in a surge upgrade two instances run on the node, and their walks may differ (a new version's
+  rules, new arguments, a claim one has prepared and the other not yet read): only the newest
+  instance writes the slice and the Machine's status, the older stands by, checking every
+  ``STANDBY_CHECK`` seconds whether the newer still runs (rules: limits.one-writer). Two
+  writers that each restore their own view would rewrite the slice tens of times a second.
 
 Watch threads (the slice, the Machine) and the machine side's line holder wake the loop through
 the pipe with a :class:`Wake` reason; SIGTERM does too, and the loop then stops everything it
@@ -162,6 +167,10 @@ class Watch(Protocol):
     def stop(self) -> None: ...
 
 
+# Seconds between checks, while a newer instance of a surge upgrade writes, whether it still runs.
+STANDBY_CHECK = 2.0
+
+
 class Agent:
     """See the module docstring. Every collaborator is optional, so offline runs and tests can
     leave out the API side (the API server's publisher, the ``reporter``), the ``plugin`` or the
@@ -194,6 +203,7 @@ class Agent:
         # threading.Event.set does) could deadlock against the interrupted main thread.
         self._stopping = False
         self._overflow_said: int | None = None
+        self._standby: str | None = None  # the newer instance of an upgrade that writes
         self._offline_status: dict[str, Any] | None = None
         self.inventory: Inventory | None = None
         # The last walk with what it was taken under (uevents seen, the facts, the spec), so the
@@ -372,7 +382,11 @@ class Agent:
 
     def _timeout(self, now: float) -> float | None:
         deadlines = [d for d in (self._debounce.due_at(),) if d is not None]
-        for side in (*self.publishers, self.reporter):
+        # Standing by, a retry that is due waits for the check (no busy loop on it).
+        sides = (*self.publishers, self.reporter) if self._standby is None else ()
+        if self._standby is not None:
+            deadlines.append(now + STANDBY_CHECK)
+        for side in sides:
             if side is not None:
                 wait = side.retry_in(now)
                 if wait is not None:
@@ -442,14 +456,39 @@ class Agent:
             self._walk(WalkReason.UEVENT if not walk_now else
                        WalkReason.CLAIMS if claims_only else WalkReason.MACHINE)
             return
+        was_standby = self._standby is not None
+        if self._superseded():
+            return
+        resumed = was_standby  # the newer instance ended: what this one walked is written now
         for publisher in self.publishers:
-            if publish_now or self._due(publisher, now):
+            if publish_now or resumed or self._due(publisher, now):
                 publisher.sync()
-        if self.reporter is not None and (report_now or self._due(self.reporter, now)):
+        if self.reporter is not None and (report_now or resumed
+                                          or self._due(self.reporter, now)):
             self.reporter.sync()
             if self.reporter.spec != self._walked_spec:
                 # The Machine could not be read when the last walk ran (an outage at start).
                 self._walk(WalkReason.MACHINE)
+
+    def _superseded(self) -> bool:
+        """Whether a newer instance of a surge upgrade runs beside this one (the plugin's state
+        knows its holders), in which case this one writes nothing to the API server."""
+        check = getattr(self.plugin, "superseded", None)
+        newer = None
+        if check is not None:
+            try:
+                newer = check()
+            except Exception:
+                log.exception("cannot tell whether a newer instance runs; writing")
+        if newer != self._standby:
+            if newer is not None:
+                log.info("a newer instance runs on this node (%s): it writes the slice and the "
+                         "Machine's status, this one stands by until it ends", newer)
+            else:
+                log.info("no newer instance runs any more: this one writes the slice and the "
+                         "Machine's status again")
+            self._standby = newer
+        return newer is not None
 
     def _serio_waiting(self) -> bool:
         side = self.machine_side
@@ -497,10 +536,12 @@ class Agent:
 
     def _publish(self, devices: list[dict[str, Any]]) -> None:
         """The walk's devices to each publisher; one that fails keeps none from the others."""
+        standby = self._superseded()
         for publisher in self.publishers:
             try:
                 publisher.set_devices(devices)
-                publisher.sync()
+                if not standby:
+                    publisher.sync()
             except Exception:
                 log.exception("publishing failed")
 
@@ -550,7 +591,8 @@ class Agent:
         if self.reporter is not None:
             try:
                 self.reporter.set_status(inv, fragment)
-                self.reporter.sync()
+                if self._standby is None:  # as _publish found it, a moment ago
+                    self.reporter.sync()
             except Exception:
                 log.exception("reporting the Machine failed")
             if self.reporter.spec != spec:  # read meanwhile (after an outage): walk with it

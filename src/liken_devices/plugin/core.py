@@ -278,6 +278,11 @@ class Plugin:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
+    def superseded(self) -> str | None:
+        """In a seamless upgrade, the newer instance beside this one (its holder's words), whose
+        walk the node's API objects show; None when this instance is the newest or alone."""
+        return self._state.newer_instance()
+
     @property
     def registered(self) -> bool:
         """Whether the kubelet's last word on registration was "registered"."""

@@ -29,6 +29,10 @@ Locks live in the state directory (``flock``, released by the kernel when the pr
   process that died long ago (its file, unlocked, is removed);
 * ``write.lock``, held around every read-modify-write of the state and the specs, so the two
   instances of an upgrade write one at a time and each sees the other's last write.
+
+The holder files also say which instance of an upgrade is the newer (its name carries when it
+started): the agent writes the API's objects only from the newest live instance
+(:meth:`StateStore.newer_instance`; rules: limits.one-writer).
 """
 
 from __future__ import annotations
@@ -78,6 +82,9 @@ MAX_HOLDER_BYTES = 4096
 # How long a write waits for the other instance's write (a seamless upgrade): well inside the
 # kubelet's 45 s per call, and far more than one prepare takes (docs/performance.md).
 WRITE_LOCK_WAIT = 20.0
+
+# A holder file's name: the pid and time.time_ns() of the instance's start.
+_HOLDER_NAME = re.compile(HOLDER_PREFIX + r"([0-9]{1,10})-([0-9]{1,20})")
 
 # A USB interface as the kernel names it ("1-2:1.0", "3-1.4.2:1.1"): written to drivers_probe.
 _USB_INTERFACE = re.compile(r"[0-9]{1,3}-[0-9]{1,3}(\.[0-9]{1,3}){0,6}:[0-9]{1,3}\.[0-9]{1,3}")
@@ -328,6 +335,12 @@ def holder_identity(shared: bool = False) -> str:
     return who + time.strftime(", since %Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _holder_key(name: str) -> tuple[int, int] | None:
+    """When a holder file's instance started, as (time_ns, pid), or None for another name."""
+    m = _HOLDER_NAME.fullmatch(name)
+    return (int(m.group(2)), int(m.group(1))) if m else None
+
+
 def _live_holder(path: Path) -> str | None:
     """The words of a holder file whose instance still runs (its lock is held), or None; the
     file of an instance that died is removed."""
@@ -433,6 +446,24 @@ class StateStore:
             if words is not None and self._holder_path != self.directory / name:
                 out.append(words)
         return out
+
+    def newer_instance(self) -> str | None:
+        """In a seamless upgrade, the words of a live instance that started after this one
+        (the newest such), else None: alone, not sharing, or the newest."""
+        mine = _holder_key(self._holder_path.name) if self._holder_path is not None else None
+        if not self.shared or mine is None:
+            return None
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return None
+        newer = sorted(((key, name) for name in names
+                        if (key := _holder_key(name)) is not None and key > mine), reverse=True)
+        for _, name in newer[:MAX_HOLDERS]:
+            words = _live_holder(self.directory / name)
+            if words is not None:
+                return words or name
+        return None
 
     def _busy_message(self, shared: bool) -> str:
         holder = "; ".join(self.live_holders())
