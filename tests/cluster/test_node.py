@@ -239,6 +239,12 @@ def test_a_rolling_upgrade_fails_no_prepare(node: str) -> None:
              timeout=90)
 
 
+def published(node: str) -> set[str]:
+    """The devices of the node's slice (a slice with none has no ``devices``)."""
+    return {d["name"] for d in get("resourceslice", f"{node}-liken.sh")["spec"].get("devices")
+            or []}
+
+
 def slice_writes(node: str, since: int) -> dict[str, int]:
     """The agents' writes of the node's slice in the API server's audit log after byte
     ``since``: the pod that wrote -> how many."""
@@ -266,16 +272,14 @@ def test_a_rollout_that_changes_the_walk_writes_the_slice_a_few_times(node: str)
     kubectl("apply", "-k", str(REPO / "tests" / "cluster" / "overlay"), timeout=300)
     kubectl("-n", "liken-system", "rollout", "status", "ds/liken-devices", "--timeout=300s",
             timeout=320)
-    wait_for("this VM's own walk in the slice",
-             lambda: SERIAL not in {d["name"] for d in get("resourceslice", f"{node}-liken.sh")
-                                    ["spec"]["devices"]}, timeout=120)
+    wait_for("this VM's own walk in the slice", lambda: SERIAL not in published(node),
+             timeout=120)
     since = (STATE / "logs" / "audit.log").stat().st_size
     kubectl("apply", "-k", str(REPO / "tests" / "cluster" / "node-overlay"), timeout=300)
     kubectl("-n", "liken-system", "rollout", "status", "ds/liken-devices", "--timeout=300s",
             timeout=320)
-    wait_for("the machine's walk in the slice",
-             lambda: SERIAL in {d["name"] for d in get("resourceslice", f"{node}-liken.sh")
-                                ["spec"]["devices"]}, timeout=120)
+    wait_for("the machine's walk in the slice", lambda: SERIAL in published(node),
+             timeout=120)
     time.sleep(5)  # the old pod is gone: nothing writes any more
     writes = slice_writes(node, since)
     assert 1 <= sum(writes.values()) <= 6, writes
