@@ -505,6 +505,7 @@ class _Superseded:
     def __init__(self) -> None:
         self.newer: str | None = "pid 2 (pod new)"
         self.registered = True
+        self.reconciled = 0
 
     def start(self) -> None:
         pass
@@ -518,7 +519,7 @@ class _Superseded:
         return NO_CLAIMS
 
     def reconcile(self, inv: Any) -> None:
-        pass
+        self.reconciled += 1
 
     def superseded(self) -> str | None:
         return self.newer
@@ -527,8 +528,9 @@ class _Superseded:
 def test_an_instance_a_newer_one_supersedes_stands_by_then_writes_again(
         node: FixtureNode, caplog: pytest.LogCaptureFixture) -> None:
     """docs/plugin.md, "Upgrades": while a newer instance runs, this one walks and hands its
-    devices on but writes nothing, and a retry that is due does not spin its loop; once the
-    newer one is gone, it writes within its standby check."""
+    devices on but writes nothing (no slice, no reconcile pass over the CDI specs), and a retry
+    that is due does not spin its loop; once the newer one is gone, it writes within its standby
+    check."""
     from liken_devices.agent.runner import STANDBY_CHECK, Agent, AgentConfig
 
     caplog.set_level(logging.INFO, logger="liken_devices")
@@ -541,6 +543,7 @@ def test_an_instance_a_newer_one_supersedes_stands_by_then_writes_again(
     try:
         assert agent.ready.wait(10)
         assert len(publisher.handed) == 1 and publisher.synced == 0
+        assert plugin.reconciled == 0
         turns = agent.turns
         time.sleep(2 * STANDBY_CHECK + 0.5)
         # Other tests' uevents may wake it a few times; a spinning loop turns 100,000s of times.
@@ -552,7 +555,8 @@ def test_an_instance_a_newer_one_supersedes_stands_by_then_writes_again(
         while time.monotonic() < deadline and not publisher.synced:
             time.sleep(0.05)
         assert publisher.synced >= 1
-        assert "this one writes the slice and the Machine's status again" in caplog.text
+        assert plugin.reconciled >= 1  # the walk it made meanwhile, now its specs too
+        assert "the claims' CDI specs again" in caplog.text
     finally:
         agent.request_stop()
         t.join(10)

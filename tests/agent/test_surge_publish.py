@@ -104,7 +104,7 @@ def test_only_the_newer_instance_writes_the_slice(api: FakeApiServer, tmp_path: 
         # within its standby check.
         new.stop(signal.SIGKILL)
         until("the old instance's slice again", lambda: names() == old_view, 15)
-        assert "this one writes the slice and the Machine's status again" in \
+        assert "the claims' CDI specs again" in \
             old.log.read_text()
         assert old.proc.poll() is None, old.log.read_text()
     finally:

@@ -22,9 +22,10 @@ The rules of docs/rules/ (what a node publishes, uevents, delivery, the Machine,
   inventory has already dropped the overflow;
 * in a surge upgrade two instances run on the node, and their walks may differ (a new version's
   rules, new arguments, a claim one has prepared and the other not yet read): only the newest
-  instance writes the slice and the Machine's status, the older stands by, checking every
-  ``STANDBY_CHECK`` seconds whether the newer still runs (rules: limits.one-writer). Two
-  writers that each restore their own view would rewrite the slice tens of times a second.
+  instance writes the slice, the Machine's status and the reconcile pass's CDI specs; the older
+  stands by, checking every ``STANDBY_CHECK`` seconds whether the newer still runs
+  (rules: limits.one-writer). Two writers that each restore their own view would rewrite the
+  slice tens of times a second.
 
 Watch threads (the slice, the Machine) and the machine side's line holder wake the loop through
 the pipe with a :class:`Wake` reason; SIGTERM does too, and the loop then stops everything it
@@ -460,6 +461,8 @@ class Agent:
         if self._superseded():
             return
         resumed = was_standby  # the newer instance ended: what this one walked is written now
+        if resumed and self.inventory is not None:
+            self._reconcile(self.inventory)
         for publisher in self.publishers:
             if publish_now or resumed or self._due(publisher, now):
                 publisher.sync()
@@ -482,11 +485,12 @@ class Agent:
                 log.exception("cannot tell whether a newer instance runs; writing")
         if newer != self._standby:
             if newer is not None:
-                log.info("a newer instance runs on this node (%s): it writes the slice and the "
-                         "Machine's status, this one stands by until it ends", newer)
+                log.info("a newer instance runs on this node (%s): it writes the slice, the "
+                         "Machine's status and the claims' CDI specs; this one stands by until "
+                         "it ends", newer)
             else:
-                log.info("no newer instance runs any more: this one writes the slice and the "
-                         "Machine's status again")
+                log.info("no newer instance runs any more: this one writes the slice, the "
+                         "Machine's status and the claims' CDI specs again")
             self._standby = newer
         return newer is not None
 
@@ -527,12 +531,16 @@ class Agent:
         self._last_walk = (inv, seen, stamp, spec, claimed)
         self._cap(inv)
         self._publish(devices_json(inv))
+        if self._standby is None:  # as _publish found it, a moment ago
+            self._reconcile(inv)
+        self._report(inv, spec, self._machine_side_fragment(spec, snapshot))
+
+    def _reconcile(self, inv: Inventory) -> None:
         if self.plugin is not None:
             try:
                 self.plugin.reconcile(inv)
             except Exception:
                 log.exception("the plugin's reconcile pass failed")
-        self._report(inv, spec, self._machine_side_fragment(spec, snapshot))
 
     def _publish(self, devices: list[dict[str, Any]]) -> None:
         """The walk's devices to each publisher; one that fails keeps none from the others."""
