@@ -107,3 +107,41 @@ def test_claims_being_prepared_walk_again_only_for_a_bluetooth_device(
             is not last
     finally:
         run.stop()
+
+
+def test_a_prepare_while_the_loop_reads_the_uevents_walks_again(
+        node: FixtureNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop reads the socket dry and only then handles what it read: a prepare in between
+    (another thread) finds no uevent waiting, and must still not reuse the walk from before
+    them. Here the prepare runs exactly there, inside the loop's read."""
+    import threading
+
+    from liken_devices.agent import runner
+    from liken_devices.agent.runner import Agent, AgentConfig
+
+    agent = Agent(AgentConfig(node="n", sources=node.sources(), console=None))
+    answers: list[bool] = []  # per read with a uevent: whether prepare reused the last walk
+
+    class Socket(runner.UeventSocket):
+        def drain(self, limit: int = 100_000) -> list[Any]:
+            events = super().drain(limit)
+            last = agent.inventory
+            if events and last is not None:
+                answers.append(agent.fresh_walk(claimed=NO_CLAIMS) is last)
+            return events
+
+    monkeypatch.setattr(runner, "UeventSocket", Socket)
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    try:
+        assert agent.ready.wait(10)
+        node.plug_usb(4)
+        synthetic_uevent("add")
+        deadline = time.monotonic() + 10
+        while not answers and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert answers and not any(answers), answers
+    finally:
+        agent.request_stop()
+        t.join(10)
+    assert not t.is_alive()

@@ -330,7 +330,9 @@ class Agent:
         last = self._last_walk
         if last is not None and self._uevent_fd is not None:
             inv, seen, stamp, walked_spec, walked_claims = last
-            if seen == self._uevents_seen and not self._uevent_pending() \
+            # The socket first, then the count: the loop counts before it reads (``_turn``),
+            # so a uevent is either still on the socket or already counted.
+            if not self._uevent_pending() and seen == self._uevents_seen \
                     and walked_spec == spec and _same_claims(inv, walked_claims, claimed) \
                     and facts_stamp(self.config.sources.facts) == stamp:
                 return inv
@@ -423,6 +425,9 @@ class Agent:
         now = self._pass_started = time.monotonic()
         serio_now = False
         if uevents.fileno() in ready:
+            # Counted before they are read: a prepare's fresh_walk (another thread) that finds
+            # the socket empty must find the count moved too, or it would reuse an older walk.
+            self._uevents_seen += 1
             for event in uevents.drain():
                 self._uevents_seen += 1
                 self.metrics.uevents.inc()
