@@ -184,8 +184,8 @@ def granted(role: str) -> set[tuple[str, str]]:
     return out
 
 
-def used(account: str) -> set[tuple[str, str]]:
-    user = f"system:serviceaccount:liken-system:{account}"
+def used(account: str, namespace: str = "liken-system") -> set[tuple[str, str]]:
+    user = f"system:serviceaccount:{namespace}:{account}"
     out = set()
     for line in (STATE / "logs" / "audit.log").read_text().splitlines():
         event = json.loads(line)
@@ -259,6 +259,51 @@ def test_the_media_agent_publishes_with_its_pod_token_and_only_the_verbs_its_rol
         assert used(account) <= granted(account), used(account) - granted(account)
     finally:
         kubectl("delete", "resourceslice", name, "--ignore-not-found")
+
+
+def test_a_slice_that_server_side_apply_creates_needs_the_create_grant(
+        installed: dict[str, str]) -> None:
+    """Why both roles grant `create` on resourceslices although the audit log shows the agents
+    only patching: a server-side apply that creates the slice is recorded as a patch, but the
+    API server authorizes it as a create too. A service account without `create` is refused."""
+    name = "probe-no-create"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+                       "verbs": ["get", "patch"]}]}
+    apply([{"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": "default"}}, role,
+           {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "default"}]}])
+    slice_name = f"{name}-slice"
+    doc = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+           "metadata": {"name": slice_name},
+           "spec": {"driver": "probe.example.com", "allNodes": True,
+                    "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "d0"}]}}
+    try:
+        token = kubectl("-n", "default", "create", "token", name).stdout.strip()
+
+        def server_side() -> Any:
+            return kubectl("apply", "--server-side", "--field-manager=probe", "-f", "-",
+                           input=json.dumps(doc), token=token, check=False)
+        refused = server_side()
+        assert refused.returncode != 0
+        assert 'cannot create resource "resourceslices"' in refused.stderr, refused.stderr
+        role["rules"][0]["verbs"].append("create")
+        apply([role])
+        wait_for("the apply with the create grant", lambda: server_side().returncode == 0)
+        assert ("patch", "resourceslices") in used(name, "default")
+        assert ("create", "resourceslices") not in used(name, "default")
+    finally:
+        kubectl("delete", "resourceslice", slice_name, "--ignore-not-found", check=False)
+        kubectl("delete", "clusterrolebinding,clusterrole", name, "--ignore-not-found",
+                check=False)
+        kubectl("-n", "default", "delete", "serviceaccount", name, "--ignore-not-found",
+                check=False)
 
 
 GOOD_MACHINES = [
