@@ -31,8 +31,10 @@ NS = "node-tier"
 SERIAL = "pci-0000-00-1e-0"
 IMAGE = "localhost/liken-bbox:ci"
 UPGRADE_TTYS = (6, 7, 8)
-SHOW = ("find /dev -type c -o -type b | sort; echo ---; stat -c '%n %t:%T %a %u %g' /dev/tty5; "
-        "echo READY; sleep 3600")
+# One stream: the log keeps stdout and stderr apart and may put an error line (stat's, in a pod
+# without the device) ahead of what was printed before it.
+SHOW = ("exec 2>&1; find /dev -type c -o -type b | sort; echo ---; "
+        "stat -c '%n %t:%T %a %u %g' /dev/tty5; echo READY; sleep 3600")
 
 
 def build_machine(root: Path, *, serial: bool = True) -> None:
