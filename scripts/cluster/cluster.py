@@ -14,12 +14,27 @@ the host is left as it was:
   project's agents write to are bind-mounted from the cluster's state directory;
 * one cgroup root (`/liken-k8s` in every v1 hierarchy) with a memory limit, which the kubelet
   uses as `cgroupRoot`;
-* every kernel setting under /proc/sys that changes while the cluster runs (the kubelet sets
-  some: vm.overcommit_memory, kernel.panic, ...) is restored by `down`.
+* the kernel settings under /proc/sys that changed while `up` ran (the kubelet sets some:
+  vm.overcommit_memory, kernel.panic, ...) are the cluster's own, recorded with the value it set;
+  `down` puts back each of those whose value is still the one the cluster set, and no other
+  (a setting another program changed, before or after the cluster's value, stays as it is; an
+  `up` killed before it recorded its changes puts nothing back and names each difference).
 
-`down`, and `up` after a killed run, end only what the cluster started: the pids it recorded, the
-processes inside its namespaces and the processes in its cgroups; then unmount, remove the
-cgroups, the namespaces and the state directory. Only the binary cache stays.
+Every component runs in the cluster's cgroup, and its record in pids.json is its pid with what
+makes that pid this process: its start time (field 22 of /proc/PID/stat, clock ticks since
+boot), the boot id and the cluster's network and mount namespaces. A pid is a number the kernel
+hands out again once its process is gone (pid_max is 32768 on many hosts), so a pid is signalled
+only while it still answers to that record and sits in the cluster's cgroup, checked through a
+pidfd opened first, so that the number cannot change hands between the check and the signal.
+A record without a start time (pids.json of an older cluster.py) proves nothing and is never
+signalled; the line that says so names the pid, for the operator to check with `ps`.
+
+`down`, and `up` after a killed run, end only what the cluster started: the processes in its
+cgroups and inside its namespaces (each checked again through its pidfd); then unmount, remove
+the cgroups, the namespaces and the state directory. Only the binary cache stays. `restart`
+stops one component only while its record names it. The environment variables LIKEN_K8S_STATE,
+LIKEN_K8S_CGROUP_ROOT, LIKEN_K8S_LOCK and LIKEN_K8S_SYSCTL_ROOT point the script elsewhere (the
+tests plant a state directory of their own, away from a real cluster's).
 
 Everything is stdlib Python, run as root. Versions come from versions.env.
 """
@@ -40,8 +55,9 @@ import tarfile
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -58,12 +74,15 @@ PIDS = STATE / "pids.json"
 COMMANDS = STATE / "commands.json"  # each component's command line, for `restart`
 HOST = STATE / "host.json"       # the host as it was: sysctls, created directories
 INFO = STATE / "cluster.json"    # version, node name, addresses
-LOCK = Path("/run/lock/liken-k8s.lock") if Path("/run/lock").is_dir() else CACHE / "lock"
+LOCK = Path(os.environ["LIKEN_K8S_LOCK"]) if os.environ.get("LIKEN_K8S_LOCK") else \
+    Path("/run/lock/liken-k8s.lock") if Path("/run/lock").is_dir() else CACHE / "lock"
+SYSCTL_ROOT = Path(os.environ.get("LIKEN_K8S_SYSCTL_ROOT", "/proc/sys"))
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 NODE = "liken-node"
 NODE_IP = "10.233.0.2"           # on a veth inside the cluster's own network namespace
 CGROUP = "liken-k8s"
-CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_ROOT = Path(os.environ.get("LIKEN_K8S_CGROUP_ROOT", "/sys/fs/cgroup"))
 V1_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids",
                   "systemd")
 MEMORY_LIMIT = 8 << 30
@@ -140,11 +159,11 @@ VOLATILE = {("kernel", "ns_last_pid"), ("kernel", "random"), ("fs", "dentry-stat
             ("fs", "file-nr"), ("fs", "inode-nr"), ("fs", "inode-state")}
 
 
-def sysctls() -> dict[str, str]:
+def sysctls(root: Path = SYSCTL_ROOT) -> dict[str, str]:
     """Every readable, writable kernel setting outside net/ (per network namespace)."""
     out: dict[str, str] = {}
-    for path in Path("/proc/sys").rglob("*"):
-        rel = path.relative_to("/proc/sys")
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
         if rel.parts[0] == "net" or rel.parts[:2] in VOLATILE:
             continue
         try:
@@ -156,15 +175,41 @@ def sysctls() -> dict[str, str]:
     return out
 
 
-def restore_sysctls(saved: dict[str, str]) -> None:
-    now = sysctls()
-    for key, value in saved.items():
+def changed(before: dict[str, str], now: dict[str, str]) -> dict[str, str]:
+    """The settings whose value differs from ``before``, with their value now: taken when `up`
+    ends, what the cluster set."""
+    return {k: now[k] for k in before if k in now and now[k] != before[k]}
+
+
+def dotted(key: str) -> str:
+    return key.replace("/", ".")
+
+
+def restore_sysctls(host: dict, root: Path = SYSCTL_ROOT) -> None:
+    """Put back the settings the cluster changed (``host["set"]``, recorded by `up`) whose value
+    is still the one it set; leave every other one as it is, whoever changed it."""
+    before: dict[str, str] = host.get("sysctls", {})
+    ours: dict[str, str] | None = host.get("set")
+    now = sysctls(root)
+    if ours is None:
+        for key, value in before.items():
+            if now.get(key, value) != value:
+                say(f"{dotted(key)} is {now[key].strip()}, was {value.strip()} before up; not "
+                    f"put back: this up ended before it recorded which settings it changed "
+                    f"(sysctl -w {dotted(key)}={value.strip()} if the cluster set it)")
+        return
+    for key, value in ours.items():
+        if key not in before or now.get(key) == before[key]:
+            continue
         if now.get(key) != value:
-            try:
-                Path("/proc/sys", key).write_text(value)
-                say(f"restored {key.replace('/', '.')} to {value.strip()}")
-            except OSError as err:
-                say(f"could not restore {key}: {err}")
+            say(f"{dotted(key)} left at {now.get(key, '(gone)').strip()}: another program "
+                f"changed it after the cluster set {value.strip()}")
+            continue
+        try:
+            (root / key).write_text(before[key])
+            say(f"restored {dotted(key)} to {before[key].strip()}")
+        except OSError as err:
+            say(f"could not restore {dotted(key)}: {err}")
 
 
 def cgroup_dirs() -> list[Path]:
@@ -182,6 +227,26 @@ def make_cgroups() -> None:
                 (d / f).write_text((d.parent / f).read_text())
         if d.parent.name == "memory":
             (d / "memory.limit_in_bytes").write_text(str(MEMORY_LIMIT))
+
+
+def join_cgroup() -> None:
+    """In a component's child before it execs: into the cluster's cgroup in every hierarchy, so
+    that the component (and all it starts) is found there, and is under its memory limit."""
+    for d in cgroup_dirs():
+        procs = d / "cgroup.procs"
+        if procs.exists():
+            procs.write_text("0")
+
+
+def in_cgroup(text: str, name: str = CGROUP) -> bool:
+    """Whether /proc/PID/cgroup's text (``ID:CONTROLLERS:PATH`` lines) puts the process in the
+    top-level cgroup ``name`` or below it, in any hierarchy."""
+    top = f"/{name}"
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and (parts[2] == top or parts[2].startswith(top + "/")):
+            return True
+    return False
 
 
 def cgroup_pids() -> set[int]:
@@ -214,15 +279,23 @@ def remove_cgroups() -> None:
 
 
 def ns_inode(path: Path) -> int | None:
+    """The inode of the namespace bind-mounted at ``path`` (None when nothing is mounted there:
+    the plain file's own inode would name no namespace)."""
+    if str(path) not in host_mounts():
+        return None
     try:
         return os.stat(path).st_ino
     except OSError:
         return None
 
 
+def cluster_inodes() -> set[int]:
+    return {i for i in (ns_inode(NET_NS), ns_inode(MNT_NS)) if i is not None}
+
+
 def namespace_pids() -> set[int]:
     """Processes inside the cluster's network or mount namespace."""
-    inodes = {i for i in (ns_inode(NET_NS), ns_inode(MNT_NS)) if i is not None}
+    inodes = cluster_inodes()
     if not inodes:
         return set()
     pids = set()
@@ -238,16 +311,128 @@ def namespace_pids() -> set[int]:
     return pids
 
 
-def recorded_pids() -> dict[str, int]:
+# --- which process a pid is ------------------------------------------------------------------
+
+def parse_stat(text: str) -> tuple[str, int] | None:
+    """(state, start time) from the text of /proc/PID/stat, or None when it cannot be read.
+
+    Field 2, the comm, is in parentheses and is whatever the process named itself: it may hold
+    spaces, '(' and ')'. The fields after it begin after the LAST ')'. The start time is field
+    22, clock ticks since boot (proc(5)): fixed for the life of a process, so a pid handed out
+    again shows another one."""
+    head, paren, rest = text.rpartition(")")
+    if not paren or "(" not in head:
+        return None
+    fields = rest.split()
+    if len(fields) < 20 or not (fields[19].isascii() and fields[19].isdigit()):
+        return None
+    return fields[0], int(fields[19])
+
+
+class Seen(NamedTuple):
+    """What /proc says about a pid now."""
+    state: str
+    start: int
+    boot: str
+    net: int | None
+    mnt: int | None
+    in_cgroup: bool
+
+
+def boot_id() -> str:
     try:
-        return {k: int(v) for k, v in json.loads(PIDS.read_text()).items()}
-    except (OSError, ValueError):
-        return {}
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
 
 
-def record_pid(name: str, pid: int, cmd: list[str] | None = None) -> None:
+def proc_ns(pid: int | str, kind: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/{kind}").st_ino
+    except OSError:
+        return None
+
+
+def observe(pid: int) -> Seen | None:
+    try:
+        parsed = parse_stat(Path(f"/proc/{pid}/stat").read_text())
+        cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return None
+    if parsed is None:
+        return None
+    return Seen(parsed[0], parsed[1], boot_id(), proc_ns(pid, "net"), proc_ns(pid, "mnt"),
+                in_cgroup(cgroups))
+
+
+def record_pid_of(record: object) -> int | None:
+    """The pid a record names, whatever its format (an older cluster.py wrote the bare number)."""
+    if isinstance(record, dict):
+        record = record.get("pid")
+    if isinstance(record, int) and not isinstance(record, bool) and record > 0:
+        return record
+    if isinstance(record, str) and record.isascii() and record.isdigit():
+        return int(record)
+    return None
+
+
+def mismatch(record: object, seen: Seen | None) -> str | None:
+    """Why the process ``seen`` is not the one ``record`` names (None: it is, and it may be
+    signalled). Anything short of a full record is a reason."""
+    if seen is None or seen.state in ("Z", "X"):
+        return "gone"
+    fields = ("pid", "start", "boot", "net", "mnt")
+    if not isinstance(record, dict) or not all(
+            isinstance(record.get(f), int) and not isinstance(record.get(f), bool)
+            for f in fields if f != "boot") or not isinstance(record.get("boot"), str):
+        return ("recorded without its start time (pids.json of an older cluster.py): "
+                "nothing proves it is still the component")
+    if record["boot"] != seen.boot:
+        return "recorded on another boot"
+    if record["start"] != seen.start:
+        return (f"started at tick {seen.start}, the component at tick {record['start']}: "
+                f"the pid was handed out again")
+    if (record["net"], record["mnt"]) != (seen.net, seen.mnt):
+        return "not in the cluster's namespaces"
+    if not seen.in_cgroup:
+        return f"not in the cluster's cgroup /{CGROUP}"
+    return None
+
+
+def signal_if(pid: int, sig: int, ours: Callable[[Seen | None], bool]) -> bool:
+    """Send ``sig`` to ``pid`` if ``ours`` holds for the process that has it: checked after a
+    pidfd is open, so a pid that changes hands meanwhile gets nothing (the pidfd names the
+    process it was opened on, and a signal through it to a process gone fails)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return False
+    try:
+        if not ours(observe(pid)):
+            return False
+        signal.pidfd_send_signal(fd, sig)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def recorded_pids() -> dict[str, object]:
+    """pids.json: each component's record (pid, start, boot, net, mnt)."""
+    return read_json(PIDS)
+
+
+def record_pid(name: str, pid: int, cmd: list[str] | None = None,
+               inodes: tuple[int | None, int | None] | None = None) -> None:
+    """Record a component just started: its pid, start time and boot, and the namespaces it
+    runs in (``inodes``, else this process's own: `up` starts the components inside them)."""
+    seen = observe(pid)
+    net, mnt = inodes if inodes is not None else (proc_ns("self", "net"),
+                                                  proc_ns("self", "mnt"))
     pids = recorded_pids()
-    pids[name] = pid
+    pids[name] = {"pid": pid, "start": seen.start if seen else None, "boot": boot_id(),
+                  "net": net, "mnt": mnt}
     write_json(PIDS, pids)
     if cmd is not None:
         write_json(COMMANDS, {**read_json(COMMANDS), name: cmd})
@@ -267,26 +452,47 @@ def write_json(path: Path, data: object) -> None:
 
 
 def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    seen = observe(pid)
+    return seen is not None and seen.state not in ("Z", "X")
+
+
+def is_cluster_process(seen: Seen | None, inodes: set[int]) -> bool:
+    """A process of the cluster's: in its cgroup, or inside one of its namespaces."""
+    if seen is None or seen.state in ("Z", "X"):
         return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+    return seen.in_cgroup or bool(inodes & {seen.net, seen.mnt})
 
 
 def cluster_pids() -> set[int]:
-    pids = set(recorded_pids().values()) | namespace_pids() | cgroup_pids()
-    return {p for p in pids if p != os.getpid() and alive(p)}
+    """The live processes in the cluster's cgroups and namespaces (a recorded component is in
+    both; a record alone makes no pid the cluster's)."""
+    inodes = cluster_inodes()
+    pids = namespace_pids() | cgroup_pids()
+    return {p for p in pids
+            if p != os.getpid() and is_cluster_process(observe(p), inodes)}
+
+
+def report_records() -> None:
+    """One line for each recorded pid that is alive but no longer the component (it is never
+    signalled)."""
+    for name, record in recorded_pids().items():
+        pid = record_pid_of(record)
+        seen = observe(pid) if pid else None
+        why = mismatch(record, seen)
+        if pid and why and why != "gone" and alive(pid):
+            say(f"{name}: pid {pid} not signalled: {why} (check it with `ps -p {pid}`; end it "
+                f"yourself only if it is the cluster's)")
 
 
 def kill_all() -> None:
+    report_records()
+    inodes = cluster_inodes()
     for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
         pids = cluster_pids()
         if not pids:
             return
         for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
+            signal_if(pid, sig, lambda seen: is_cluster_process(seen, inodes))
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and cluster_pids():
             time.sleep(0.2)
@@ -470,8 +676,9 @@ def start(name: str, cmd: list[str], wrap: bool = False) -> subprocess.Popen[byt
     with open(LOGS / f"{name}.log", "ab") as log:
         proc = subprocess.Popen(enter(cmd) if wrap else cmd, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    record_pid(name, proc.pid, cmd)
+                                start_new_session=True, preexec_fn=join_cgroup)
+    # From the host, nsenter enters the namespaces after this returns: record the cluster's.
+    record_pid(name, proc.pid, cmd, (ns_inode(NET_NS), ns_inode(MNT_NS)) if wrap else None)
     return proc
 
 
@@ -725,7 +932,7 @@ def teardown() -> None:
     remove_cgroups()
     with contextlib.suppress(OSError, ValueError):
         host = json.loads(HOST.read_text())
-        restore_sysctls(host["sysctls"])
+        restore_sysctls(host)
         for d in sorted(host.get("created", []), key=len, reverse=True):
             with contextlib.suppress(OSError):
                 os.rmdir(d)
@@ -763,7 +970,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             make_namespaces()
             subprocess.run(enter([sys.executable, str(Path(__file__).resolve()), "_inside-up",
                                   k8s]), check=True)
+            record_changes()
         except BaseException:
+            record_changes()
             keep = STATE.parent / "liken-k8s-failed-logs"
             say(f"up failed; its logs are kept in {keep}; tearing down")
             shutil.rmtree(keep, ignore_errors=True)
@@ -774,6 +983,15 @@ def cmd_up(args: argparse.Namespace) -> int:
         say(f"node {NODE} Ready (Kubernetes v{k8s}) in {time.monotonic() - started:.1f} s")
     print(f"KUBECONFIG={CONF / 'admin.kubeconfig'}")
     return 0
+
+
+def record_changes() -> None:
+    """The kernel settings `up` changed (the kubelet's tunables), with the value each has now:
+    what `down` may put back."""
+    with contextlib.suppress(OSError, ValueError):
+        host = json.loads(HOST.read_text())
+        host["set"] = changed(host["sysctls"], sysctls())
+        write_json(HOST, host)
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -788,12 +1006,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("cluster: not running")
         return 3
     info = json.loads(INFO.read_text())
-    pids = recorded_pids()
-    for name, pid in pids.items():
-        print(f"{name:24} pid {pid:<8} {'running' if alive(pid) else 'NOT RUNNING'}")
+    ok = bool(records := recorded_pids())
+    for name, record in records.items():
+        pid = record_pid_of(record)
+        why = mismatch(record, observe(pid) if pid else None)
+        ok = ok and why is None
+        print(f"{name:24} pid {pid or '?':<8} "
+              f"{'running' if why is None else 'NOT RUNNING: ' + why}")
     print(f"kubernetes v{info['kubernetes']}, node {info['node']} ({info['nodeIP']})")
     print(f"KUBECONFIG={info['kubeconfig']}")
-    return 0 if all(alive(p) for p in pids.values()) and pids else 1
+    return 0 if ok else 1
 
 
 def cmd_restart(args: argparse.Namespace) -> int:
@@ -802,14 +1024,25 @@ def cmd_restart(args: argparse.Namespace) -> int:
     cmd = read_json(COMMANDS).get(args.component)
     if cmd is None:
         raise ClusterError(f"no component {args.component!r}: {sorted(read_json(COMMANDS))}")
-    pid = recorded_pids().get(args.component)
-    if pid and alive(pid):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        while alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
+    record = recorded_pids().get(args.component)
+    pid = record_pid_of(record)
+    if pid:
+        def still(seen: Seen | None) -> bool:
+            return mismatch(record, seen) is None
+        why = mismatch(record, observe(pid))
+        if why is None:
+            signal_if(pid, signal.SIGTERM, still)
+            deadline = time.monotonic() + 15
+            while still(observe(pid)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            signal_if(pid, signal.SIGKILL, still)
+        elif why != "gone":
+            say(f"{args.component}: pid {pid} not signalled: {why}")
+            if not isinstance(record, dict) or record.get("start") is None:
+                raise ClusterError(f"{args.component} may still run unrecorded: "
+                                   f"./tasks cluster down, then up")
+    if not cluster_inodes():
+        raise ClusterError("not running: ./tasks cluster up")
     start(args.component, cmd, wrap=True)
     return 0
 
@@ -856,10 +1089,19 @@ def main(argv: list[str] | None = None) -> int:
                     default=os.environ.get("LIKEN_KUBERNETES_VERSION") or None,
                     help="Kubernetes version (default: $LIKEN_KUBERNETES_VERSION, else "
                          "versions.env's KUBERNETES_VERSION)")
-    sub.add_parser("down", help="stop everything the cluster started, or clean what a killed "
-                                "run left; the host as it was")
+    down_help = ("stop everything the cluster started, or clean what a killed run left, and "
+                 "only that (the processes in its cgroup and namespaces; a recorded pid only "
+                 "while it is still the component); put back the kernel settings up changed "
+                 "that still hold its values")
+    sub.add_parser("down", help=down_help, description=down_help[0].upper() + down_help[1:] +
+                   ". A live pid that pids.json names but that is no longer the component "
+                   "(another start time, outside the cluster's cgroup, or a pids.json of an "
+                   "older version) is left alone and named on stderr.")
     sub.add_parser("status", help="the components and the kubeconfig")
-    rs = sub.add_parser("restart", help="restart one component (kubelet, containerd, ...)")
+    restart_help = ("restart one component (kubelet, containerd, ...); its old pid is "
+                    "signalled only while it is still that component")
+    rs = sub.add_parser("restart", help=restart_help,
+                        description=restart_help[0].upper() + restart_help[1:] + ".")
     rs.add_argument("component")
     sub.add_parser("images", help="import ./tasks image's images again into the running cluster")
     sub.add_parser("snapshot", help="print the host's state that the cluster may change (JSON)")
