@@ -49,6 +49,7 @@ import os
 import shutil
 import signal
 import ssl
+import stat
 import subprocess
 import sys
 import tarfile
@@ -1059,6 +1060,52 @@ def cmd_images(args: argparse.Namespace) -> int:
     return 0
 
 
+KEEP_BYTES = int(os.environ.get("LIKEN_K8S_KEEP_BYTES", 8 << 20))  # of each log: its end
+
+
+def keep_file(src: Path, dest: Path, limit: int = KEEP_BYTES) -> None:
+    """Copy the last ``limit`` bytes of the regular file ``src`` (never what a symlink names)."""
+    with open(src, "rb", opener=lambda path, flags: os.open(path, flags | os.O_NOFOLLOW)) as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return
+        size = st.st_size
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest, "wb") as out:
+            if size > limit:
+                fh.seek(size - limit)
+                out.write(f"[cluster logs: the first {size - limit} bytes left out]\n".encode())
+            shutil.copyfileobj(fh, out)
+
+
+def keep_logs(dest: Path, limit: int = KEEP_BYTES) -> list[Path]:
+    """What the cluster saw, before `down` removes it: each component's log and the API server's
+    audit log (logs/), and every pod's container logs (the kubelet's /var/log/pods, the
+    cluster's own copy in roots/), the end of each file. Returns the files kept."""
+    kept = []
+    sources = [(LOGS, dest / "components"), (ROOTS / "var" / "log" / "pods", dest / "pods")]
+    for root, into in sources:
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*")):
+            if path.is_symlink() or not path.is_file():
+                continue
+            target = into / path.relative_to(root)
+            with contextlib.suppress(OSError):
+                keep_file(path, target, limit)
+                kept.append(target)
+    return kept
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    if not STATE.exists():
+        raise ClusterError(f"no cluster state in {STATE}: nothing to keep")
+    dest = Path(args.dest)
+    kept = keep_logs(dest)
+    say(f"kept {len(kept)} logs in {dest}")
+    return 0
+
+
 def cmd_exec(args: argparse.Namespace) -> int:
     if not INFO.exists():
         raise ClusterError("not running: ./tasks cluster up")
@@ -1104,6 +1151,10 @@ def main(argv: list[str] | None = None) -> int:
                         description=restart_help[0].upper() + restart_help[1:] + ".")
     rs.add_argument("component")
     sub.add_parser("images", help="import ./tasks image's images again into the running cluster")
+    logs = sub.add_parser("logs", help="copy the components' logs, the audit log and the pods' "
+                                       "logs (the end of each) to DEST, before down removes "
+                                       "them")
+    logs.add_argument("dest", metavar="DEST")
     sub.add_parser("snapshot", help="print the host's state that the cluster may change (JSON)")
     ex = sub.add_parser("exec", help="run CMD inside the cluster's namespaces, with KUBECONFIG")
     ex.add_argument("command", nargs=argparse.REMAINDER)
@@ -1123,7 +1174,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(snapshot(), indent=1))
             return 0
         return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "exec": cmd_exec,
-                "restart": cmd_restart, "images": cmd_images}[args.verb](
+                "restart": cmd_restart, "images": cmd_images, "logs": cmd_logs}[args.verb](
             args)
     except (ClusterError, subprocess.CalledProcessError) as err:
         say(str(err))

@@ -4,15 +4,29 @@ Runs as its own pytest session (`./tasks test` runs it after the rest; `./tasks 
 `pytest tests/cluster -p no:xdist`. The session brings the cluster up once, unless one is
 already running (a developer's `./tasks cluster up`, which it then leaves running), and takes
 it down at the end. A tier that cannot run fails: without the cluster every test errors.
+
+A failed test keeps what the cluster saw before `down` removes it: the components' logs, the
+audit log and the pods' logs (`cluster.py logs`) go to build/cluster-logs/<test>/ of the
+checkout (git-ignored; $LIKEN_CLUSTER_LOGS elsewhere), and the failure's report says where.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
-from .support import cluster, info
+from .support import STATE, cluster, info, keep_logs
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+    report = yield
+    assert isinstance(report, pytest.TestReport)
+    if report.failed and report.when in ("setup", "call") and STATE.exists():
+        report.sections.append(("cluster logs", keep_logs(item.nodeid)))
+    return report
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

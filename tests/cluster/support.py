@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -18,6 +19,8 @@ from typing import Any, TypeVar
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "scripts" / "cluster" / "cluster.py"
 STATE = Path(os.environ.get("LIKEN_K8S_STATE", "/var/lib/liken-k8s"))
+# Where a failed test keeps the cluster's logs (tests/cluster/conftest.py), one folder a test.
+KEPT = Path(os.environ.get("LIKEN_CLUSTER_LOGS") or REPO / "build" / "cluster-logs")
 T = TypeVar("T")
 
 
@@ -28,6 +31,13 @@ class ClusterCommandError(AssertionError):
 def cluster(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["python3", str(CLUSTER), *args], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def keep_logs(nodeid: str) -> str:
+    """Copy what the cluster saw (`cluster.py logs`) for the failed test ``nodeid``; say where."""
+    dest = KEPT / re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[:200]
+    kept = cluster("logs", str(dest), timeout=300)
+    return f"kept in {dest}" if kept.returncode == 0 else f"not kept: {kept.stderr.strip()}"
 
 
 def info() -> dict[str, str]:

@@ -13,6 +13,7 @@ killed run and `down`; a kernel setting another program changes while the cluste
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from .support import STATE, cluster, info
+from .support import STATE, cluster, info, keep_logs
 
 pytestmark = [pytest.mark.cluster, pytest.mark.own_cluster]
 
@@ -88,7 +89,17 @@ def test_up_down_and_a_killed_run_leave_the_host_as_it_was() -> None:
                                                                    f"{STATE}/ns/mnt nsfs",
                                                                    f"{STATE}/ns/net nsfs"}) or \
             {m for m in during["mounts"] if not m.startswith(str(STATE))} == set(before["mounts"])
-        components = pids()
+
+        # `restart` stops the component its record names, and starts it again in the cluster.
+        scheduler = pids()["kube-scheduler"]
+        started = start_time(scheduler)
+        restart = cluster("restart", "kube-scheduler")
+        assert restart.returncode == 0, restart.stderr
+        with contextlib.suppress(OSError):  # gone, or its pid someone else's by now
+            assert start_time(scheduler) != started, "the old scheduler still runs"
+        assert pids()["kube-scheduler"] != scheduler
+        if ":/liken-k8s" not in Path(f"/proc/{pids()['kube-scheduler']}/cgroup").read_text():
+            problems.append("the restarted scheduler is not in the cluster's cgroup")
 
         # `restart` of a component whose recorded pid now belongs to another job (another start
         # time): that job lives on, and the component starts again.
@@ -97,6 +108,7 @@ def test_up_down_and_a_killed_run_leave_the_host_as_it_was() -> None:
         if others[0].poll() is not None:
             problems.append(f"restart signalled pid {others[0].pid}, not the component's")
         assert restart.returncode == 0, restart.stderr
+        components = pids()
 
         # A killed run: the components die without `down` (SIGKILL, as a timeout would), and
         # the next `up` cleans up after it before it starts. The kubelet's pid is taken by
@@ -123,6 +135,10 @@ def test_up_down_and_a_killed_run_leave_the_host_as_it_was() -> None:
             if other.poll() is not None:
                 problems.append(f"down signalled pid {other.pid}")
         assert not problems, problems
+    except BaseException:
+        if STATE.exists():  # down below removes them: keep what the cluster saw
+            print(keep_logs("tests/cluster/test_host.py::test_up_down_and_a_killed_run"))
+        raise
     finally:
         HUGEPAGES.write_text(hugepages)
         for other in others:

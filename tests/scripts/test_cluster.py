@@ -256,3 +256,33 @@ def test_a_signal_goes_only_where_the_check_after_the_pidfd_holds(
     assert isinstance(seen[0], cluster.Seen) and seen[0].start == start_time(reused.pid)
     assert cluster.signal_if(reused.pid, 15, lambda s: True)
     assert reused.wait(10) == -15
+
+
+# --- what a failed run keeps -----------------------------------------------------------------
+
+def test_logs_keeps_the_end_of_each_log_and_no_file_a_link_names(tmp_path: Path) -> None:
+    # What `down` would remove: the components' logs and the audit log, the pods' logs.
+    env = plant(tmp_path, "kubelet", 1)
+    state = tmp_path / "state"
+    tree(state / "logs", {"kubelet.log": "started\n", "audit.log": "{}\n"})
+    pod = state / "roots" / "var" / "log" / "pods" / "liken-system_agent-x_uid" / "agent"
+    tree(pod, {"0.log": "a" * 100 + "the failure\n"})
+    secret = tmp_path / "secret"
+    secret.write_text("not a log\n")
+    (pod / "1.log").symlink_to(secret)
+    kept = tmp_path / "kept"
+    done = run({**env, "LIKEN_K8S_KEEP_BYTES": "40"}, "logs", str(kept))
+    assert done.returncode == 0, done.stderr
+    assert (kept / "components" / "kubelet.log").read_text() == "started\n"
+    assert (kept / "components" / "audit.log").read_text() == "{}\n"
+    pod_log = (kept / "pods" / "liken-system_agent-x_uid" / "agent" / "0.log").read_text()
+    assert pod_log.endswith("a" * 28 + "the failure\n") and "first 72 bytes left out" in pod_log
+    assert not (kept / "pods" / "liken-system_agent-x_uid" / "agent" / "1.log").exists()
+    assert str(kept) in done.stderr
+
+
+def test_logs_without_a_cluster_says_so_in_one_line(tmp_path: Path) -> None:
+    done = run({**os.environ, "LIKEN_K8S_STATE": str(tmp_path / "none")}, "logs",
+               str(tmp_path / "kept"))
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "no cluster state" in done.stderr
