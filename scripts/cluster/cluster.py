@@ -386,8 +386,8 @@ def mismatch(record: object, seen: Seen | None) -> str | None:
     if not isinstance(record, dict) or not all(
             isinstance(record.get(f), int) and not isinstance(record.get(f), bool)
             for f in fields if f != "boot") or not isinstance(record.get("boot"), str):
-        return ("recorded without its start time (pids.json of an older cluster.py): "
-                "nothing proves it is still the component")
+        return ("recorded without its start time (pids.json of an older cluster.py, or a "
+                "component gone before it was recorded): nothing proves it is the component")
     if record["boot"] != seen.boot:
         return "recorded on another boot"
     if record["start"] != seen.start:
@@ -473,21 +473,22 @@ def cluster_pids() -> set[int]:
             if p != os.getpid() and is_cluster_process(observe(p), inodes)}
 
 
-def report_records() -> None:
-    """One line for each recorded pid that is alive but no longer the component (it is never
-    signalled)."""
+def report_records(inodes: set[int]) -> None:
+    """One line for each recorded pid that is alive, no longer the component and not otherwise
+    the cluster's (in its cgroup or namespaces, where the sweep ends it): it is never signalled."""
     for name, record in recorded_pids().items():
         pid = record_pid_of(record)
         seen = observe(pid) if pid else None
         why = mismatch(record, seen)
-        if pid and why and why != "gone" and alive(pid):
+        if pid and why and why != "gone" and alive(pid) and \
+                not is_cluster_process(seen, inodes):
             say(f"{name}: pid {pid} not signalled: {why} (check it with `ps -p {pid}`; end it "
                 f"yourself only if it is the cluster's)")
 
 
 def kill_all() -> None:
-    report_records()
     inodes = cluster_inodes()
+    report_records(inodes)
     for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
         pids = cluster_pids()
         if not pids:
