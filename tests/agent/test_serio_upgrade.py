@@ -191,6 +191,10 @@ def test_surge_upgrade_keeps_the_line(line: Line, agents: list[Agent]) -> None:
     assert new.walks("serio") >= 1  # the release's remove uevent walked at once
     never_failed(new)
     assert line.port_dir.exists()  # the new one holds it now
+    # One attachment, after the release: while the old one held the line, the new one never
+    # configured it, started a holder or said Attached (its walk sees the port through the CEC
+    # adapter and the remote under the tty, and the open reads N_MOUSE).
+    assert new.log.read_text().count("attached ttyACM0") == 1, new.log.read_text()
 
 
 def test_crash_and_restart(line: Line, agents: list[Agent]) -> None:

@@ -31,7 +31,7 @@ from liken_devices.machine.serio import (
     SerioManager,
 )
 from liken_devices.machine.side import serio_condition
-from liken_devices.sysfs.model import Snapshot
+from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 from tests.machine.serport_tty import SerportOps, TtyState
 from tests.machine.test_machine_serio import PULSE8, Pty, adapter_devices, new_pty, plug
 
@@ -229,4 +229,32 @@ def test_a_line_in_another_discipline_is_held_elsewhere(tmp_path: Path, pty: Pty
         assert state.ldisc == 18
     finally:
         ops.close(fd)
+        mgr.close()
+
+
+def test_the_walk_shows_the_port_through_what_binds_to_it(tmp_path: Path, pty: Pty) -> None:
+    """The walk loads the devices that own a node: of serport's port it shows pulse8-cec's cec0
+    and the remote's event node under the tty, never the port itself. That is enough: Waiting,
+    and the tty is not even opened."""
+    plug(tmp_path, "ttyACM0", pty)
+    devices = dict(snapshot(pty).devices)
+    tty = next(p for p, d in devices.items() if d.subsystem == "tty")
+    cec = f"{tty}/serio0/cec/cec0"
+    devices[cec] = SysDevice(cec, "cec", None, {"MAJOR": "240", "MINOR": "0", "DEVNAME": "cec0"},
+                             node=DevNode("cec0", "c", 240, 0))
+
+    class Opens(SerportOps):
+        opened = 0
+
+        def open(self, path: str) -> int:
+            Opens.opened += 1
+            return super().open(path)
+
+    mgr = SerioManager(Opens(tmp_path / "kernel"), dev_root=tmp_path)
+    try:
+        rows = mgr.apply((PULSE8,), Snapshot(devices))
+        assert held_elsewhere(rows), rows
+        assert "its serio port is registered" in rows[0]["message"]
+        assert Opens.opened == 0
+    finally:
         mgr.close()

@@ -10,7 +10,9 @@ The steps, as inputattach takes them for ``--pulse8-cec`` and ``--rainshadow-cec
 linuxconsoletools and the kernel's uapi headers):
 
 1. open the tty read-write, without making it a controlling terminal, without waiting for
-   carrier (``O_RDWR | O_NOCTTY | O_NONBLOCK``);
+   carrier (``O_RDWR | O_NOCTTY | O_NONBLOCK``); then, before anything is set, ask which line
+   discipline the tty is in (``TIOCGETD`` = 0x5424): anything but ``N_TTY`` means another
+   process holds the line (below);
 2. line settings: 9600 baud, 8 data bits, no parity, 1 stop bit (``CS8``), receiver on
    (``CREAD``), modem lines ignored (``CLOCAL``), hang up on last close (``HUPCL``); input flags
    ``IGNBRK | IGNPAR``; no output processing; no local modes (raw: no echo, no canonical
@@ -31,11 +33,28 @@ retried until something changes: the adapter is plugged in again (a new USB devi
 
 A line another process holds is Waiting, never Failed (rules: serial.across-restarts;
 docs/machine.md, "Upgrades and restarts"): in a surge upgrade the old instance of the agent
-still reads it. serport registers its serio port under the tty while a read holds the line, so
-a walk that shows a ``serio`` device under a tty this instance does not hold sees the line
-taken, and nothing is opened; a holder whose read fails with EBUSY (the other reader came first)
-is Waiting too. A Waiting line is tried at every walk, and the port's ``remove`` uevent at the
-other's release wakes one.
+still reads it. What shows it, from the kernel (drivers/tty/tty_io.c, drivers/tty/n_tty.c,
+drivers/input/serio/serport.c):
+
+- the walk shows devices under the tty: serport registers its serio port there while a read
+  holds the line, and pulse8-cec's ``cec0`` and the remote's event node appear below it (the walk
+  loads devices that own a node, so it sees those, not the port): nothing is opened;
+- ``TIOCGETD`` on the opened tty reads ``N_MOUSE`` (or any discipline but ``N_TTY``): the tty
+  core answers it in every discipline, and a tty's discipline lasts until its last close, so
+  another open file holds the line, even when its reader has gone (the old instance between its
+  holder's end and its own close). This is what a node meets: the port's children show only
+  once a CEC driver bound, and serport answers every termios request with ``EINVAL`` (its ioctl
+  takes ``SPIOCSTYPE`` alone), so configuring the line first would fail it;
+- ``EINVAL`` from the termios calls when ``TIOCGETD``, asked again, reads ``N_MOUSE`` (the other
+  switched the line in between);
+- ``EBUSY`` from the open (the other set ``TIOCEXCL`` and this process lacks
+  ``CAP_SYS_ADMIN``), or from the holder's read (serport lets one reader in).
+
+Such an open closes at once, having set nothing (no ``TIOCNXCL``: the flag is the other's). A
+Waiting line is tried at every walk; the port's ``remove`` uevent at the other's release wakes
+one at once, and while a line is held with no port in the walk (the remove came and went, and a
+tty's last close sends no uevent), the manager asks for a walk after 0.25 s, doubling to every
+second, until the line is free.
 """
 
 from __future__ import annotations
