@@ -138,7 +138,7 @@ def test_a_release_under_way_is_retried_without_a_uevent(tmp_path: Path, pty: Pt
             if rows[0]["state"] != "Waiting":
                 break
         assert rows[0]["state"] == "Attached", rows
-        assert time.monotonic() - released < 2.0
+        assert time.monotonic() - released < 2.5  # the walks come at most a second apart
         assert not wake.wait(1.0)  # attached: no more walks asked for
     finally:
         other.close()

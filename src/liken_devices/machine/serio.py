@@ -381,13 +381,19 @@ class SerioManager:
                 self._retry = None
             self._retry_delay = RETRY_FIRST
             return
-        if self._retry is not None and self._retry.is_alive():
+        if self._retry is not None:
             return  # a walk is asked for already
         delay, self._retry_delay = self._retry_delay, min(self._retry_delay * 2, RETRY_MAX)
-        self._retry = threading.Timer(delay, self.on_change)
+        self._retry = threading.Timer(delay, self._retry_now)
         self._retry.daemon = True
         self._retry.name = "serio-retry"
         self._retry.start()
+
+    def _retry_now(self) -> None:
+        with self._lock:  # the next pass may ask again, however soon it runs
+            self._retry = None
+        if self.on_change is not None:
+            self.on_change()
 
     def _held_elsewhere(self, key: tuple[SerioEntry, str], message: str) -> None:
         """Note a line held by another process at this pass; say so once, not at every walk."""
