@@ -3,10 +3,12 @@
 
 Real ``liken-devices run`` processes on one fixture node with a Pulse-Eight adapter whose
 ``/dev/ttyACM0`` is a real pty; the kernel's uevents are real. This kernel has no serport line
-discipline, so ``serport_site`` plays serport's rules (one reader per line, EBUSY for a second;
-the serio port, CEC adapter and remote registered under the tty while the read lasts, with a
-real uevent at registration and at release) around the real holder. Each agent writes its slice
-and its Machine status to files the test reads.
+discipline, so ``serport_site`` answers the agents' calls on the line as a tty that serport holds
+answers (tests/machine/serport_tty.py: while any instance holds it, termios calls fail with
+EINVAL and TIOCGETD reads N_MOUSE until the last close; one reader, EBUSY for a second; the
+serio port, CEC adapter and remote registered under the tty while the read lasts, with a real
+uevent at registration and at release) around the real holder. Each agent writes its slice and
+its Machine status to files the test reads.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class Line:
         (dev_root / "ttyACM0").symlink_to(os.ttyname(self.slave))
         self.config = tmp_path / "serport.json"
         self.config.write_text(json.dumps({"dev_root": str(dev_root), "sysfs": str(b.root),
-                                           "tty": tty.path, "line": str(tmp_path / "line")}))
+                                           "tty": tty.path, "state": str(tmp_path / "serport")}))
         self.machine = tmp_path / "machine.yaml"
         self.machine.write_text(yaml.safe_dump({"serio": [{
             "protocol": "pulse8-cec", "vendor": "2548", "product": "1002"}]}))
@@ -71,7 +73,7 @@ class Line:
 class Agent:
     """One instance of the agent (one pod of the DaemonSet)."""
 
-    def __init__(self, line: Line, name: str) -> None:
+    def __init__(self, line: Line, name: str, **extra_env: str) -> None:
         self.dir = line.tmp / name
         self.dir.mkdir()
         self.port = free_port()
@@ -83,7 +85,7 @@ class Agent:
                 "--metrics-addr", "127.0.0.1", "--metrics-port", str(self.port), "-v"]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SITE), str(REPO / "src"),
                                                             str(REPO)]),
-               "LIKEN_TEST_SERPORT": str(line.config), "POD_UID": name}
+               "LIKEN_TEST_SERPORT": str(line.config), "POD_UID": name, **extra_env}
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                          env=env)
@@ -189,6 +191,10 @@ def test_surge_upgrade_keeps_the_line(line: Line, agents: list[Agent]) -> None:
     assert new.walks("serio") >= 1  # the release's remove uevent walked at once
     never_failed(new)
     assert line.port_dir.exists()  # the new one holds it now
+    # One attachment, after the release: while the old one held the line, the new one never
+    # configured it, started a holder or said Attached (its walk sees the port through the CEC
+    # adapter and the remote under the tty, and the open reads N_MOUSE).
+    assert new.log.read_text().count("attached ttyACM0") == 1, new.log.read_text()
 
 
 def test_crash_and_restart(line: Line, agents: list[Agent]) -> None:
@@ -226,3 +232,36 @@ def test_crash_during_an_upgrade(line: Line, agents: list[Agent]) -> None:
     old.kill()
     new.attached()
     never_failed(new)
+
+
+def test_the_old_instance_s_slow_exit(line: Line, agents: list[Agent]) -> None:
+    """The old pod's exit is slow after its holder ended: the port is gone (its remove uevent
+    walks the new instance at once) but the tty is still open in N_MOUSE, so termios fails with
+    EINVAL. The new instance waits, walks again on its own, and attaches within a few seconds of
+    the old one's last close; the -cec and -input devices are in its slice."""
+    old = Agent(line, "old", LIKEN_TEST_SERPORT_SLOW_EXIT="2")
+    agents.append(old)
+    old.attached()
+    new = Agent(line, "new")
+    agents.append(new)
+    new.wait(lambda: new.serio() == ("Waiting", "LineHeldElsewhere"), "Waiting in the new one")
+
+    old.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while line.port_dir.exists():  # the old holder ended: the port is gone, the tty still open
+        assert time.monotonic() < deadline, old.log.read_text()
+        time.sleep(0.02)
+    assert old.proc.poll() is None
+    new.wait(lambda: new.walks("serio") >= 1, "the port's remove uevent walked at once")
+    assert new.serio() == ("Waiting", "LineHeldElsewhere"), new.status()
+    assert old.proc.wait(30) == 0, old.log.read_text()
+    exited = time.monotonic()
+    new.wait(lambda: new.serio() == ("Attached", "AllAttached") and new.devices() == DEVICES,
+             "attached after the old one's exit, -cec and -input published", timeout=10)
+    took = time.monotonic() - exited
+    print(f"attached {took:.2f} s after the old instance's exit")
+    assert took < 5
+    # It met the tty in serport (not only the port in the walk), and said so once.
+    assert new.log.read_text().count("TIOCGETD reads N_MOUSE") == 1, new.log.read_text()
+    never_failed(new)
+    assert line.port_dir.exists()  # the new one holds it now

@@ -1,8 +1,10 @@
 """The machine side never takes the agent down: one entry's failure is that entry's Failed row.
 
-A ttyACM still held in another line discipline makes the kernel refuse the termios calls; Python
-raises ``termios.error``, which is not an ``OSError``. A non-tty file at the tty's path makes the
-same call fail the same way (``ENOTTY``), so ``/dev/null`` stands in for the held tty here.
+A tty whose termios calls fail makes Python raise ``termios.error``, which is not an ``OSError``.
+A non-tty file at the tty's path makes every tty call fail (``ENOTTY``), so ``/dev/null`` stands
+in for such a tty here; where a test needs the failure at the termios step, its system-call
+layer answers the line discipline's question (TIOCGETD) as a free tty does. (A tty that serport
+holds for another process is not a failure at all: tests/machine/test_machine_serio_held.py.)
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 
 from liken_devices.inventory.model import MachineSpec, SerioEntry
 from liken_devices.machine.modules import LoadError
-from liken_devices.machine.serio import LineOps, SerioManager
+from liken_devices.machine.serio import N_TTY, LineOps, SerioManager
 from liken_devices.machine.side import MachineSide
 from liken_devices.sysfs.model import Snapshot
 from tests.machine.test_machine_modules import build_tree
@@ -36,10 +38,17 @@ def snapshot_with(devnum: int, *extra: dict[str, object]) -> Snapshot:
     return Snapshot(devices)
 
 
+class FreeLine(LineOps):
+    """The real calls, but TIOCGETD reads N_TTY, as on a tty nobody holds."""
+
+    def get_ldisc(self, fd: int) -> int:
+        return N_TTY
+
+
 def test_a_termios_failure_is_the_entry_s_failed_row_with_the_kernel_s_words(
         tmp_path: Path) -> None:
     plug(tmp_path, "ttyACM0", NULL)
-    manager = SerioManager(dev_root=tmp_path)
+    manager = SerioManager(FreeLine(), dev_root=tmp_path)
     rows = manager.apply((PULSE8, RAINSHADOW), snapshot_with(2))
     first, second = rows
     assert first["state"] == "Failed" and first["tty"] == "ttyACM0"
@@ -61,12 +70,13 @@ def test_no_descriptor_leaks_over_100_walks_with_a_failing_tty(tmp_path: Path) -
         # A new device number each walk is a replug: the line is tried again every time.
         fragment = side.apply(spec, snapshot_with(3 + walk))
         assert fragment["serio"][0]["state"] == "Failed"
+        assert "(TIOCGETD) failed: [Errno 25]" in fragment["serio"][0]["message"]
     assert open_fds() == before
     assert side.serio.attach_calls == 101
     side.close()
 
 
-class Exploding(LineOps):
+class Exploding(FreeLine):
     """A system call layer whose failures are not OSErrors at all."""
 
     def __init__(self, exc: BaseException) -> None:

@@ -140,6 +140,10 @@ class Recorder(LineOps):
         self.calls.append(("rdev",))
         return super().rdev(fd)
 
+    def get_ldisc(self, fd: int) -> int:
+        self.calls.append(("get_ldisc",))
+        return super().get_ldisc(fd)
+
     def tcgetattr(self, fd: int) -> list[Any]:
         self.calls.append(("tcgetattr",))
         return super().tcgetattr(fd)
@@ -194,13 +198,14 @@ def test_attach_sequence_and_line_settings(tmp_path: Path, ptys: list[Pty]) -> N
                          "message": f"holding /dev/ttyACM0 on the serio line discipline as "
                                     f"pulse8-cec (holder pid {ops.holders[0].pid})"}]
         names = [c[0] for c in ops.calls]
-        assert names == ["open", "rdev", "tcgetattr", "tcsetattr", "set_blocking", "ioctl",
-                         "ioctl", "ioctl", "spawn_holder"]
+        # The line discipline is asked before anything is set (rules: serial.across-restarts).
+        assert names == ["open", "rdev", "get_ldisc", "tcgetattr", "tcsetattr", "set_blocking",
+                         "ioctl", "ioctl", "ioctl", "spawn_holder"]
         assert ops.calls[0] == ("open", str(tmp_path / "ttyACM0"))
-        assert ops.calls[3][1] == termios.TCSANOW
-        assert ops.calls[5] == ("ioctl", TIOCEXCL, b"")
-        assert ops.calls[6] == ("ioctl", TIOCSETD, struct.pack("i", N_MOUSE))
-        assert ops.calls[7] == ("ioctl", SPIOCSTYPE, struct.pack("L", SERIO_PULSE8_CEC))
+        assert ops.calls[4][1] == termios.TCSANOW
+        assert ops.calls[6] == ("ioctl", TIOCEXCL, b"")
+        assert ops.calls[7] == ("ioctl", TIOCSETD, struct.pack("i", N_MOUSE))
+        assert ops.calls[8] == ("ioctl", SPIOCSTYPE, struct.pack("L", SERIO_PULSE8_CEC))
 
         # The line as the kernel now has it (read back through the test's own descriptor).
         iflag, oflag, cflag, lflag, ispeed, ospeed, cc = termios.tcgetattr(pty.slave)

@@ -10,7 +10,9 @@ The steps, as inputattach takes them for ``--pulse8-cec`` and ``--rainshadow-cec
 linuxconsoletools and the kernel's uapi headers):
 
 1. open the tty read-write, without making it a controlling terminal, without waiting for
-   carrier (``O_RDWR | O_NOCTTY | O_NONBLOCK``);
+   carrier (``O_RDWR | O_NOCTTY | O_NONBLOCK``); then, before anything is set, ask which line
+   discipline the tty is in (``TIOCGETD`` = 0x5424): anything but ``N_TTY`` means another
+   process holds the line (below);
 2. line settings: 9600 baud, 8 data bits, no parity, 1 stop bit (``CS8``), receiver on
    (``CREAD``), modem lines ignored (``CLOCAL``), hang up on last close (``HUPCL``); input flags
    ``IGNBRK | IGNPAR``; no output processing; no local modes (raw: no echo, no canonical
@@ -31,11 +33,28 @@ retried until something changes: the adapter is plugged in again (a new USB devi
 
 A line another process holds is Waiting, never Failed (rules: serial.across-restarts;
 docs/machine.md, "Upgrades and restarts"): in a surge upgrade the old instance of the agent
-still reads it. serport registers its serio port under the tty while a read holds the line, so
-a walk that shows a ``serio`` device under a tty this instance does not hold sees the line
-taken, and nothing is opened; a holder whose read fails with EBUSY (the other reader came first)
-is Waiting too. A Waiting line is tried at every walk, and the port's ``remove`` uevent at the
-other's release wakes one.
+still reads it. What shows it, from the kernel (drivers/tty/tty_io.c, drivers/tty/n_tty.c,
+drivers/input/serio/serport.c):
+
+- the walk shows devices under the tty: serport registers its serio port there while a read
+  holds the line, and pulse8-cec's ``cec0`` and the remote's event node appear below it (the walk
+  loads devices that own a node, so it sees those, not the port): nothing is opened;
+- ``TIOCGETD`` on the opened tty reads ``N_MOUSE`` (or any discipline but ``N_TTY``): the tty
+  core answers it in every discipline, and a tty's discipline lasts until its last close, so
+  another open file holds the line, even when its reader has gone (the old instance between its
+  holder's end and its own close). This is what a node meets: the port's children show only
+  once a CEC driver bound, and serport answers every termios request with ``EINVAL`` (its ioctl
+  takes ``SPIOCSTYPE`` alone), so configuring the line first would fail it;
+- ``EINVAL`` from the termios calls when ``TIOCGETD``, asked again, reads ``N_MOUSE`` (the other
+  switched the line in between);
+- ``EBUSY`` from the open (the other set ``TIOCEXCL`` and this process lacks
+  ``CAP_SYS_ADMIN``), or from the holder's read (serport lets one reader in).
+
+Such an open closes at once, having set nothing (no ``TIOCNXCL``: the flag is the other's). A
+Waiting line is tried at every walk; the port's ``remove`` uevent at the other's release wakes
+one at once, and while a line is held with no port in the walk (the remove came and went, and a
+tty's last close sends no uevent), the manager asks for a walk after 0.25 s, doubling to every
+second, until the line is free.
 """
 
 from __future__ import annotations
@@ -50,7 +69,7 @@ import subprocess
 import sys
 import termios
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -69,6 +88,7 @@ SerioStateName = Literal["Attached", "Waiting", "Failed", "WouldAttach"]
 N_TTY = 0
 N_MOUSE = 2
 TIOCSETD = 0x5423
+TIOCGETD = 0x5424
 TIOCEXCL = 0x540C
 TIOCNXCL = 0x540D
 
@@ -86,6 +106,10 @@ SERIO_TYPES = {"pulse8-cec": SERIO_PULSE8_CEC, "rainshadow-cec": SERIO_RAINSHADO
 BAUD = {"pulse8-cec": termios.B9600, "rainshadow-cec": termios.B9600}
 HOLDER_MODULE = "liken_devices.machine.holder"
 RELEASE_TIMEOUT = 5.0
+# While a line another process holds shows no serio port, walks are asked for after these many
+# seconds, doubling up to the last (rules: serial.across-restarts).
+RETRY_FIRST = 0.25
+RETRY_MAX = 1.0
 
 
 def line_settings(current: list[Any], protocol: str) -> list[Any]:
@@ -136,6 +160,11 @@ class LineOps:
     def ioctl(self, fd: int, request: int, arg: bytes) -> None:
         fcntl.ioctl(fd, request, arg)
 
+    def get_ldisc(self, fd: int) -> int:
+        """The tty's line discipline (TIOCGETD, answered by the tty core in any discipline)."""
+        out = fcntl.ioctl(fd, TIOCGETD, struct.pack("i", 0))
+        return int(struct.unpack("i", out)[0])
+
     def close(self, fd: int) -> None:
         os.close(fd)
 
@@ -153,13 +182,15 @@ class ProcessHolder:
         self._message: str | None = None
 
     @staticmethod
-    def start(fd: int) -> ProcessHolder:
+    def start(fd: int, *, module: str = HOLDER_MODULE,
+              env: Mapping[str, str] | None = None) -> ProcessHolder:
+        """``python -m module TTY_FD LIFE_FD`` (the holder; a test names its stand-in)."""
         life_r, life_w = os.pipe()  # both O_CLOEXEC: no other child inherits the write end
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", HOLDER_MODULE, str(fd), str(life_r)],
+                [sys.executable, "-m", module, str(fd), str(life_r)],
                 pass_fds=(fd, life_r), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, start_new_session=True)
+                stderr=subprocess.PIPE, start_new_session=True, env=env)
         except BaseException:
             os.close(life_w)
             raise
@@ -209,12 +240,24 @@ class Adapter:
     port_registered: bool = field(default=False, compare=False)
 
 
+def _port_registered(tty_path: str, snapshot: Snapshot) -> bool:
+    """Whether the walk shows serport's serio port under the tty.
+
+    A tty has no child device of its own; what sits under one is the port serport registers
+    while a read holds the line, and what binds to it (pulse8-cec's ``cec0``, the remote's
+    ``rc``/``input``). The walk loads the devices that own a node, so the port itself (which
+    owns none) shows only through those; the port alone, with no driver bound, shows nothing,
+    and the line discipline the open reads tells (:meth:`SerioManager._attach`).
+    """
+    prefix = tty_path + "/"
+    return any(p.startswith(prefix) for p in snapshot.devices)
+
+
 def find_adapters(entry: SerioEntry, snapshot: Snapshot, dev_root: Path) -> list[Adapter]:
     """Every ``ttyACM*`` under a USB interface whose USB device matches the entry's IDs."""
     found: list[Adapter] = []
     ttys = [d for d in snapshot.devices.values()
             if d.subsystem == "tty" and d.name.startswith("ttyACM")]
-    ports = [d.path for d in snapshot.devices.values() if d.subsystem == "serio"]
     for dev in sorted(ttys, key=lambda d: d.path):
         usb: SysDevice | None = None
         for path in dev.ancestors():
@@ -231,8 +274,8 @@ def find_adapters(entry: SerioEntry, snapshot: Snapshot, dev_root: Path) -> list
         rdev = os.makedev(node.major, node.minor) if node else None
         generation = (dev.path, str(rdev), usb.attr("busnum") or usb.props.get("BUSNUM", ""),
                       usb.attr("devnum") or usb.props.get("DEVNUM", ""))
-        registered = any(p.startswith(dev.path + "/") for p in ports)
-        found.append(Adapter(dev.name, dev.path, devnode, rdev, generation, registered))
+        found.append(Adapter(dev.name, dev.path, devnode, rdev, generation,
+                             _port_registered(dev.path, snapshot)))
     return found
 
 
@@ -286,7 +329,12 @@ class SerioManager:
         self._entries: tuple[SerioEntry, ...] = ()
         self._lock = threading.RLock()
         self.attach_calls = 0  # how many attachments were attempted
-        self._busy_lines = False  # a line another process holds was seen at the last pass
+        self._busy_lines = False  # a line another process held was seen at the last pass
+        # The lines held elsewhere at the last pass and at this one, with what showed it.
+        self._held: dict[tuple[SerioEntry, str], str] = {}
+        self._held_now: dict[tuple[SerioEntry, str], str] = {}
+        self._retry: threading.Timer | None = None
+        self._retry_delay = RETRY_FIRST
 
     def apply(self, entries: Iterable[SerioEntry], snapshot: Snapshot,
               *, dry_run: bool = False) -> list[dict[str, str]]:
@@ -310,10 +358,48 @@ class SerioManager:
                     self._release(held)  # removed from the spec, unplugged, or plugged in again
                     del self._lines[key]
             rows: list[dict[str, str]] = []
+            self._held_now = {}
             for entry in entries:
                 rows += self._rows(entry, match, dry_run)
+            self._held = self._held_now
             self._busy_lines = any(r["state"] == "Waiting" and "tty" in r for r in rows)
+            self._retry_later(any(line.busy for line in self._lines.values()))
             return rows
+
+    def _retry_later(self, pending: bool) -> None:
+        """Ask for walks while a line is held by another process and the walk shows no serio
+        port (rules: serial.across-restarts).
+
+        The port's ``remove`` uevent, which walks at once, has then come already or will not
+        come: the other's holder ended but its last close is still to come (a slow exit), its
+        attachment is under way, or no driver bound to the port. A tty's last close sends no
+        uevent, so without these walks the line would wait for some unrelated one.
+        """
+        if not pending or self.on_change is None:
+            if self._retry is not None:
+                self._retry.cancel()
+                self._retry = None
+            self._retry_delay = RETRY_FIRST
+            return
+        if self._retry is not None:
+            return  # a walk is asked for already
+        delay, self._retry_delay = self._retry_delay, min(self._retry_delay * 2, RETRY_MAX)
+        self._retry = threading.Timer(delay, self._retry_now)
+        self._retry.daemon = True
+        self._retry.name = "serio-retry"
+        self._retry.start()
+
+    def _retry_now(self) -> None:
+        with self._lock:  # the next pass may ask again, however soon it runs
+            self._retry = None
+        if self.on_change is not None:
+            self.on_change()
+
+    def _held_elsewhere(self, key: tuple[SerioEntry, str], message: str) -> None:
+        """Note a line held by another process at this pass; say so once, not at every walk."""
+        if self._held.get(key) != message:
+            log.info("serio %s %s", key[0].protocol, message)
+        self._held_now[key] = message
 
     def waiting_for_release(self) -> bool:
         """Whether a line another process holds was seen at the last pass: then the release's
@@ -358,7 +444,9 @@ class SerioManager:
             if line is None and adapter.port_registered:
                 # Another process reads the line in serport (the old instance of the agent in
                 # a surge upgrade): nothing is opened, so its line settings stay untouched.
-                rows.append(_row(entry, adapter.tty, "Waiting", _busy_message(adapter.tty)))
+                message = _busy_message(adapter.tty, "its serio port is registered under the tty")
+                self._held_elsewhere(key, message)
+                rows.append(_row(entry, adapter.tty, "Waiting", message))
                 continue
             if line is None:
                 if dry_run:
@@ -373,12 +461,15 @@ class SerioManager:
             except Exception as exc:  # the holder cannot be asked: say so, go on
                 line.state = "Failed"
                 line.message = f"cannot check the holder: {_errtext(exc)}"
+            if line.busy:
+                self._held_elsewhere(key, line.message)
             rows.append(_row(entry, line.adapter.tty, line.state, line.message))
         return rows
 
     def close(self) -> None:
         """Release every held line (the agent is stopping)."""
         with self._lock:
+            self._retry_later(False)
             for line in self._lines.values():
                 self._release(line)
             self._lines.clear()
@@ -401,11 +492,29 @@ class SerioManager:
         fd: int | None = None
         exclusive = False
         try:
-            fd = ops.open(path)
+            try:
+                fd = ops.open(path)
+            except OSError as exc:
+                if exc.errno != errno.EBUSY:
+                    raise
+                # tty_reopen(): another open holds the tty exclusive (TIOCEXCL) and this
+                # process lacks CAP_SYS_ADMIN.
+                raise _HeldElsewhere("it is exclusive to another open file (TIOCEXCL)") from exc
             if adapter.rdev is not None and ops.rdev(fd) != adapter.rdev:
                 raise OSError(errno.ENODEV, "the file is no longer the tty the walk saw")
+            step = f"read the line discipline of {path} (TIOCGETD)"
+            self._free(fd)
             step = f"configure the line {path} (tcsetattr)"
-            ops.tcsetattr(fd, termios.TCSANOW, line_settings(ops.tcgetattr(fd), entry.protocol))
+            try:
+                ops.tcsetattr(fd, termios.TCSANOW,
+                              line_settings(ops.tcgetattr(fd), entry.protocol))
+            except (termios.error, OSError) as exc:
+                if _errno(exc) == errno.EINVAL:
+                    # serport answers every termios request with EINVAL: another process may
+                    # have switched the line since TIOCGETD (two attaching at once).
+                    with contextlib.suppress(OSError):  # else the EINVAL is the row's
+                        self._free(fd)
+                raise
             ops.set_blocking(fd)
             step = f"TIOCEXCL on {path}"
             # No other open of the tty while it is attached (CAP_SYS_ADMIN excepted): a second
@@ -418,6 +527,12 @@ class SerioManager:
             ops.ioctl(fd, SPIOCSTYPE, struct.pack(ULONG, SERIO_TYPES[entry.protocol]))
             step = f"start the holder of {path}"
             holder = ops.spawn_holder(fd)
+        except _HeldElsewhere as held:
+            # Nothing of this open was set on the line; TIOCNXCL would clear the holder's flag.
+            if fd is not None:
+                self._close_fd(fd)
+            return _Line(entry, adapter, "Waiting", _busy_message(adapter.tty, held.how),
+                         busy=True)
         except Exception as exc:  # any failure is this line's Failed row
             # termios.error is not an OSError: without this, a tty held in another line
             # discipline took the whole machine side down and leaked the descriptor.
@@ -444,6 +559,20 @@ class SerioManager:
                              name=f"serio-{adapter.tty}").start()
         return line
 
+    def _free(self, fd: int) -> None:
+        """Raise :class:`_HeldElsewhere` unless the tty is in N_TTY.
+
+        A tty's line discipline belongs to the open tty and returns to N_TTY at its last close
+        (the next first open starts in N_TTY). So a line that this instance does not hold and
+        that reads another discipline is held by another open file: in N_MOUSE, serport's, a
+        holder (the other instance of the agent during an upgrade) attached it.
+        """
+        ldisc = self.ops.get_ldisc(fd)
+        if ldisc == N_MOUSE:
+            raise _HeldElsewhere("it is in serport's line discipline (TIOCGETD reads N_MOUSE)")
+        if ldisc != N_TTY:
+            raise _HeldElsewhere(f"it is in line discipline {ldisc} (TIOCGETD)")
+
     def _watch(self, line: _Line) -> None:
         """Tell the agent when a holder ends on its own (an unplug hangs the line up)."""
         assert line.holder is not None
@@ -465,8 +594,9 @@ class SerioManager:
             line.fd = None
         if status == BUSY:
             line.state, line.busy = "Waiting", True
-            line.message = _busy_message(line.adapter.tty)
-            log.info("serio %s: %s", line.adapter.tty, line.message)
+            line.message = _busy_message(line.adapter.tty,
+                                         "serport refused the holder's read with EBUSY "
+                                         "(one reader)")
             return
         line.state = "Failed"
         line.message = (f"the attachment of /dev/{line.adapter.tty} ended: {reason}; tried again "
@@ -496,9 +626,27 @@ class SerioManager:
             log.info("closing a serial line: %s", exc)
 
 
-def _busy_message(tty: str) -> str:
+class _HeldElsewhere(Exception):
+    """Another open file holds the tty; ``how`` says what showed it."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(how)
+        self.how = how
+
+
+def _errno(exc: BaseException) -> int | None:
+    """The errno of an OSError or of a ``termios.error`` (errno, text)."""
+    if isinstance(exc, OSError):
+        return exc.errno
+    if exc.args and isinstance(exc.args[0], int):
+        return exc.args[0]
+    return None
+
+
+def _busy_message(tty: str, how: str = "") -> str:
+    how = f": {how}" if how else ""
     return (f"/dev/{tty} is held by another process (the other instance of the agent during an "
-            "upgrade or restart); attached when it lets go")
+            f"upgrade or restart){how}; attached when it lets go")
 
 
 def _row(entry: SerioEntry, tty: str | None, state: SerioStateName,
