@@ -181,6 +181,32 @@ def test_match_attribute_pairs_render_and_media(tmp_path: Path,
     assert requests[1]["devices"] == ["pci-0000-00-02-0"]
 
 
+def test_match_attribute_pairs_by_numa_node_across_drivers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rules: attributes.topology. An int attribute pairs as the scheduler pairs it: the render
+    node on the card's NUMA node; a card on no node a GPU is on leaves the claim pending."""
+    numa = "resource_dot_kubernetes_dot_io__numaNode"
+    liken = slice_("liken.sh", [
+        dev("pci-0000-18-00-0", allow=True, renderNode=True, **{numa: 0}),
+        dev("pci-0000-3b-00-0", allow=True, renderNode=True, **{numa: 1}),
+        dev("usb-3-1-1-0", allow=True, renderNode=True)])
+    nic = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": "nic"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "dra.net"'}}]}}]
+    pair = claim([req("gpu", "render"), req("nic", "nic")],
+                 [{"requests": ["gpu", "nic"],
+                   "matchAttribute": "resource.kubernetes.io/numaNode"}])
+    rc, out = run(tmp_path, *nic, pair, capsys=capsys,
+                  slices=[liken, slice_("dra.net", [dev("nic-0", **{numa: 1})])])
+    assert rc == 0
+    assert [r["devices"] for r in first_claim(out)["requests"]] == [["pci-0000-3b-00-0"],
+                                                                     ["nic-0"]]
+    rc, out = run(tmp_path, *nic, pair, capsys=capsys,
+                  slices=[liken, slice_("dra.net", [dev("nic-0", **{numa: 2})])])
+    assert rc == 1
+    assert "matchAttribute resource.kubernetes.io/numaNode" in first_claim(out)["reason"]
+
+
 def test_match_attribute_that_cannot_hold(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     only_other = [req("gpu", "render"),
