@@ -194,6 +194,43 @@ def test_smart_card_class_leaves_a_real_laptops_fingerprint_processor() -> None:
     assert claim("smart-card-reader.yaml", liken(inv)) == []
 
 
+def two_root_machine(b: SysfsBuilder) -> None:
+    """Two GPUs on two PCIe roots (pci0000:17, pci0000:3a), each behind a root port, and a USB
+    GPU's render node behind the xHCI controller of root pci0000:3a."""
+    for root in ("17", "3a"):
+        port = b.pci(f"0000:{root}:00.0", driver="pcieport", cls=0x060400)
+        bus = f"{int(root, 16) + 1:02x}"
+        b.gpu(f"0000:{bus}:00.0", card=int(root, 16) % 8, render=128 + int(root, 16) % 8,
+              parent=port, numa_node="0" if root == "17" else "1")
+    hc = b.pci("0000:3a:14.0", driver="xhci_hcd", cls=0x0C0330, numa_node="1")
+    usb = b.usb_device("3-1", parent=hc, busnum=3, devnum=2, vendor="1d5c", product="2000")
+    iface = b.usb_interface(usb, "1.0", driver="gud", cls=0xFF)
+    b.node(iface, "drm", "renderD140", 226, 140, devname="dri/renderD140", subdir="drm")
+
+
+def dranet_nic(name: str, root: str, rdma: bool) -> dict[str, Any]:
+    """A network card as DRANET (driver dra.net) publishes it: its own attributes qualified
+    with its domain, and the standard PCIe root."""
+    return {"name": name, "attributes": {"dra.net/rdma": {"bool": rdma},
+                                         "dra.net/ifName": {"string": f"eth-{name}"},
+                                         "resource.kubernetes.io/pcieRoot": {"string": root}}}
+
+
+DRANET = [dranet_nic("nic-0", "pci0000:3a", True), dranet_nic("nic-1", "pci0000:5d", True),
+          dranet_nic("nic-2", "pci0000:17", False)]
+
+
+def test_render_node_and_another_drivers_nic_on_one_pcie_root(tmp_path: Path) -> None:
+    """rules: attributes.topology, attributes.usb-no-topology. Of two GPUs the one on the root
+    of the only RDMA card that shares a root with a GPU; the USB GPU on that root's controller
+    carries no pcieRoot and is never paired."""
+    inv = built(tmp_path, m=two_root_machine)
+    renders = [d.name for d in inv.devices if d.attributes.get("renderNode")]
+    assert sorted(renders) == ["pci-0000-18-00-0", "pci-0000-3b-00-0", "usb-3-1-1-0"]
+    assert claim("render-nic-one-root.yaml", {**liken(inv), "dra.net": DRANET}) == [
+        ("liken.sh/pci-0000-3b-00-0", "dra.net/nic-0")]
+
+
 def test_the_bluetooth_docs_match_the_rule_and_say_when_to_declare_uhid() -> None:
     """No promise of "the 32 legacy input event nodes" where numbers are left out; when to
     declare uhid (Bluetooth LE input) and what fails without it."""

@@ -181,6 +181,32 @@ def test_match_attribute_pairs_render_and_media(tmp_path: Path,
     assert requests[1]["devices"] == ["pci-0000-00-02-0"]
 
 
+def test_match_attribute_pairs_by_numa_node_across_drivers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rules: attributes.topology. An int attribute pairs as the scheduler pairs it: the render
+    node on the card's NUMA node; a card on no node a GPU is on leaves the claim pending."""
+    numa = "resource_dot_kubernetes_dot_io__numaNode"
+    liken = slice_("liken.sh", [
+        dev("pci-0000-18-00-0", allow=True, renderNode=True, **{numa: 0}),
+        dev("pci-0000-3b-00-0", allow=True, renderNode=True, **{numa: 1}),
+        dev("usb-3-1-1-0", allow=True, renderNode=True)])
+    nic = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": "nic"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "dra.net"'}}]}}]
+    pair = claim([req("gpu", "render"), req("nic", "nic")],
+                 [{"requests": ["gpu", "nic"],
+                   "matchAttribute": "resource.kubernetes.io/numaNode"}])
+    rc, out = run(tmp_path, *nic, pair, capsys=capsys,
+                  slices=[liken, slice_("dra.net", [dev("nic-0", **{numa: 1})])])
+    assert rc == 0
+    assert [r["devices"] for r in first_claim(out)["requests"]] == [["pci-0000-3b-00-0"],
+                                                                     ["nic-0"]]
+    rc, out = run(tmp_path, *nic, pair, capsys=capsys,
+                  slices=[liken, slice_("dra.net", [dev("nic-0", **{numa: 2})])])
+    assert rc == 1
+    assert "matchAttribute resource.kubernetes.io/numaNode" in first_claim(out)["reason"]
+
+
 def test_match_attribute_that_cannot_hold(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     only_other = [req("gpu", "render"),
@@ -414,3 +440,155 @@ def test_v1beta1_slices_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[s
                   capsys=capsys, slices=beta)
     assert rc == 0
     assert first_claim(out)["requests"][0]["devices"] == ["usb-1-3-1-0"]
+
+
+# -- extended resources (rules: claims.extended-resource) --------------------------------------
+
+SERIAL_ER = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+             "metadata": {"name": "serial-er"},
+             "spec": {"extendedResourceName": "squat.ai/serial", "selectors": [{"cel": {
+                 "expression": 'device.driver == "liken.sh" && '
+                               'device.attributes["liken.sh"].subsystem == "tty"'}}]}}
+
+
+def pod(*containers: dict[str, Any], init: list[dict[str, Any]] | None = None,
+        claims: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": list(containers)}
+    if init:
+        spec["initContainers"] = init
+    if claims:
+        spec["resourceClaims"] = claims
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": spec}
+
+
+def container(name: str = "c", restart: str | None = None, **resources: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": "busybox", "resources": resources}
+    if restart:
+        c["restartPolicy"] = restart
+    return c
+
+
+def er_claim(out: dict[str, Any]) -> dict[str, Any]:
+    (c,) = [c for c in out["nodes"][0]["asked"][0]["claims"]
+            if c["claim"] == "ResourceClaim default/p-extended-resources"]
+    return c  # type: ignore[no-any-return]
+
+
+def test_limits_naming_a_class_become_a_claim_on_it(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A device-plugin pod's ``limits: {squat.ai/serial: 2}`` is a claim of two devices of the
+    class naming it, request ``container-<i>-request-<index of the name>``; requests alone
+    count the same."""
+    rc, out = run(tmp_path, SERIAL_ER, pod(container(
+        limits={"squat.ai/serial": 2, "cpu": "500m", "memory": "64Mi"})), capsys=capsys)
+    assert rc == 0
+    c = er_claim(out)
+    assert [r["name"] for r in c["requests"]] == ["container-0-request-2"]  # cpu, memory, ...
+    assert sorted(c["requests"][0]["devices"]) == ["usb-1-2-1-0", "usb-1-3-1-0"]
+    rc, out = run(tmp_path, SERIAL_ER, pod(container(requests={"squat.ai/serial": "1"})),
+                  capsys=capsys)
+    assert rc == 0 and len(er_claim(out)["requests"][0]["devices"]) == 1
+    rc, out = run(tmp_path, SERIAL_ER, pod(container(limits={"squat.ai/serial": 3})),
+                  capsys=capsys)
+    assert rc == 1
+    assert "needs 3 devices, 2 match" in er_claim(out)["reason"]
+
+
+def test_every_class_answers_to_its_implicit_name(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """deviceclass.resource.kubernetes.io/<class> maps to the class without any field."""
+    rc, out = run(tmp_path, pod(container(
+        limits={"deviceclass.resource.kubernetes.io/serial": 1})), capsys=capsys)
+    assert rc == 0
+    assert er_claim(out)["requests"][0]["alternatives"][0]["deviceClassName"] == "serial"
+
+
+def test_a_name_no_class_maps_is_left_to_a_device_plugin(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """smarter-device-manager's name, with no class mapping it: only a device plugin could give
+    it, which match cannot see; not allocatable, and the reason names the resource."""
+    rc, out = run(tmp_path, SERIAL_ER, pod(container(limits={"smarter-devices/ttyUSB0": 1})),
+                  capsys=capsys)
+    assert rc == 1
+    reason = er_claim(out)["reason"]
+    assert "smarter-devices/ttyUSB0" in reason and "device plugin" in reason
+
+
+def test_init_containers_reuse_the_devices_of_the_containers_after_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An init container runs before the others and reuses their devices; a sidecar (an init
+    container that keeps running) holds its own, as a regular container does."""
+    def devices(p: dict[str, Any]) -> int:
+        rc, out = run(tmp_path, SERIAL_ER, p, capsys=capsys)
+        assert rc in (0, 1)
+        c = er_claim(out)
+        return sum(r["alternatives"][0]["count"] for r in c["requests"])
+
+    one = {"limits": {"squat.ai/serial": 1}}
+    two = {"limits": {"squat.ai/serial": 2}}
+    assert devices(pod(container(**one), init=[container("i", **one)])) == 1
+    assert devices(pod(container(**one), init=[container("i", **two)])) == 2
+    assert devices(pod(container(**one), init=[container("i", **one),
+                                               container("j", **two)])) == 2
+    assert devices(pod(container(**one), init=[container("s", "Always", **one)])) == 2
+
+
+def test_the_newest_class_naming_a_resource_wins(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Two classes naming one resource (a migration): the newer by creationTimestamp, the lower
+    name between equals."""
+    def cls(name: str, created: str | None, expression: str) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name}
+        if created:
+            meta["creationTimestamp"] = created
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": meta,
+                "spec": {"extendedResourceName": "example.com/tty", "selectors": [
+                    {"cel": {"expression": expression}}]}}
+
+    first = 'device.attributes["liken.sh"].?serial.orValue("") == "A1"'
+    second = 'device.attributes["liken.sh"].?serial.orValue("") == "B2"'
+    want = pod(container(limits={"example.com/tty": 1}))
+    for classes, device in (
+            ([cls("b-new", "2026-02-01T00:00:00Z", second),
+              cls("a-old", "2026-01-01T00:00:00Z", first)], "usb-1-3-1-0"),
+            ([cls("b", None, second), cls("a", None, first)], "usb-1-2-1-0")):
+        rc, out = run(tmp_path, *classes, want, capsys=capsys)
+        assert rc == 0
+        assert er_claim(out)["requests"][0]["devices"] == [device]
+
+
+def test_extended_resources_and_claims_of_one_pod_are_allocated_together(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The pod's claim takes one stick and its extended resource the other: one search."""
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "t", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [req("s", "serial")]}}}}
+    p = pod(container(limits={"squat.ai/serial": 1}),
+            claims=[{"name": "x", "resourceClaimTemplateName": "t"}])
+    rc, out = run(tmp_path, SERIAL_ER, template, p, capsys=capsys)
+    assert rc == 0
+    got = [d for c in out["nodes"][0]["asked"][0]["claims"]
+           for r in c["allocation"]["devices"]["results"] for d in [r["device"]]]
+    assert sorted(got) == ["usb-1-2-1-0", "usb-1-3-1-0"]
+
+
+@pytest.mark.parametrize(("obj", "needle"), [
+    (pod(container(limits={"squat.ai/serial": "500m"})), "whole devices"),
+    (pod(container(limits={"squat.ai/serial": 1.5})), "not a quantity"),
+    (pod(container(requests={"squat.ai/serial": 1}, limits={"squat.ai/serial": 2})),
+     "must equal the limit"),
+    ({**SERIAL_ER, "spec": {**SERIAL_ER["spec"], "extendedResourceName": "kubernetes.io/x"}},
+     "not a valid extended resource name"),
+])
+def test_what_the_api_server_refuses_is_bad_input(obj: dict[str, Any], needle: str,
+                                                  tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    files = tmp_path / "in.yaml"
+    files.write_text(yaml.safe_dump_all([*CLASSES, SERIAL_ER if obj["kind"] == "Pod" else obj,
+                                         obj if obj["kind"] == "Pod" else pod(container())]))
+    sl = tmp_path / "slices.yaml"
+    sl.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": SLICES}))
+    assert main(["match", "-f", str(files), "--slices", str(sl)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1

@@ -195,3 +195,97 @@ def test_generated_objects_are_valid_kubernetes_objects() -> None:
         for obj in generate(twin_slice(), "usb-1-2-1-0", any_of_kind=any_of_kind,
                             by_address=not any_of_kind).objects:
             kubernetes_validate.validate(obj, "1.34.0", strict=True)
+
+
+def serial_slice() -> dict[str, Any]:
+    """Two USB serial sticks of one model, told apart by their serials."""
+    def stick(port: str, serial: str) -> dict[str, Any]:
+        return {"name": f"usb-{port.replace(':', '-').replace('.', '-')}", "attributes": {
+            "bus": {"string": "usb"}, "vendor": {"string": "10c4"},
+            "product": {"string": "ea60"}, "serial": {"string": serial},
+            "subsystem": {"string": "tty"}, "driver": {"string": "cp210x"},
+            "address": {"string": port}}}
+    return make_slice(NODE, DRIVER, [stick("1-2:1.0", "A1"), stick("1-3:1.0", "B2")])
+
+
+def test_extended_resource_class_gives_a_device_plugin_pod_its_device(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rules: claims.extended-resource. The class maps the name and holds every selector (the
+    scheduler's claim names only the class); the pod asks as a device-plugin pod does, and
+    ``match`` gives it the one stick, never its twin."""
+    slices = tmp_path / "s.yaml"
+    slices.write_text(yaml.safe_dump(serial_slice()))
+    rc = main(["claim-for", "usb-1-3-1-0", "--slices", str(slices),
+               "--extended-resource", "squat.ai/serial"])
+    assert rc == 0
+    written = capsys.readouterr().out
+    objects = [o for o in yaml.safe_load_all(written) if o]
+    assert [o["kind"] for o in objects] == ["DeviceClass", "Pod"]
+    cls, pod = objects
+    assert cls["spec"]["extendedResourceName"] == "squat.ai/serial"
+    assert any('"B2"' in s["cel"]["expression"] for s in cls["spec"]["selectors"])
+    assert "resourceClaims" not in pod["spec"]
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"squat.ai/serial": 1}}
+    assert chosen_by_match(objects, serial_slice()) == ["usb-1-3-1-0"]
+    # The same through the command line, reading what claim-for wrote on standard input.
+    generated = tmp_path / "gen.yaml"
+    generated.write_text(written)
+    assert main(["match", "-f", str(generated), "--slices", str(slices), "-o", "json"]) == 0
+    import json
+    out = json.loads(capsys.readouterr().out)
+    (claim,) = out["nodes"][0]["asked"][0]["claims"]
+    assert claim["claim"] == "ResourceClaim default/usb-1-3-1-0-user-extended-resources"
+    assert claim["allocation"]["devices"]["results"] == [
+        {"request": "container-0-request-0", "driver": DRIVER, "pool": NODE,
+         "device": "usb-1-3-1-0"}]
+
+
+@pytest.mark.parametrize("name", [
+    "serial", "kubernetes.io/serial", "squat.kubernetes.io/serial",
+    "deviceclass.resource.kubernetes.io/serial", "requests.squat.ai/serial",
+    "squat.ai/a/b", "Squat.ai/serial", "squat.ai/-serial", "squat.ai/" + "x" * 64,
+    "/serial", "squat.ai/"])
+def test_claim_for_refuses_a_name_the_api_server_refuses(
+        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rules: claims.extended-resource. extendedResourceName must be an extended resource name:
+    a domain outside kubernetes.io, no quota prefix, a qualified name after ``requests.``."""
+    slices = tmp_path / "s.yaml"
+    slices.write_text(yaml.safe_dump(serial_slice()))
+    assert main(["claim-for", "usb-1-3-1-0", "--slices", str(slices),
+                 "--extended-resource", name]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a valid extended resource name" in err
+    assert "Traceback" not in err
+
+
+def test_extended_resource_objects_are_valid_from_1_34() -> None:
+    """The field is in the v1 DeviceClass of every supported minor (an API server without the
+    DRAExtendedResource gate drops it)."""
+    kv = pytest.importorskip("kubernetes_validate")
+    from tests.deploy.support import MINORS
+
+    for obj in generate(serial_slice(), "usb-1-2-1-0",
+                        extended_resource="smarter-devices/ttyUSB0").objects:
+        for minor in MINORS:
+            kv.validate(obj, minor, strict=True)
+
+
+def test_a_cluster_class_maps_the_name_of_a_pod_in_a_file(
+        tmp_path: Path, api: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """rules: claims.extended-resource. ``kubectl liken match -f pod.yaml``: the class that maps
+    the name is the cluster's, the pod the user's file."""
+    from liken_devices.match.cli import kubectl_main
+
+    objects = generate(serial_slice(), "usb-1-2-1-0",
+                       extended_resource="squat.ai/serial").objects
+    api.add_node(NODE)
+    api.put_object("resourceslices", serial_slice())
+    api.put_object("deviceclasses", objects[0])
+    pod_file = tmp_path / "pod.yaml"
+    pod_file.write_text(yaml.safe_dump(objects[1]))
+    monkeypatch.setenv("KUBECONFIG", str(api.write_kubeconfig(tmp_path / "kubeconfig")))
+    assert kubectl_main(["match", "-f", str(pod_file), "-o", "json"]) == 0
+    out = yaml.safe_load(capsys.readouterr().out)
+    (claim,) = out["nodes"][0]["asked"][0]["claims"]
+    assert [r["device"] for r in claim["allocation"]["devices"]["results"]] == ["usb-1-2-1-0"]

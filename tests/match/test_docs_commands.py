@@ -24,12 +24,14 @@ from liken_devices.inventory.limits import DRIVER
 from liken_devices.match.cli import kubectl_main
 from liken_devices.slices import devices_json, make_slice
 from tests.deploy.test_guide import (
+    DRANET,
     PULSE8,
     WANTED,
     built,
     cec_adapter,
     real,
     serial_stick,
+    two_root_machine,
 )
 from tests.support.fakeapi import FakeApiServer
 
@@ -108,6 +110,9 @@ def node_for(name: str, tmp_path: Path) -> tuple[list[dict[str, Any]], str]:
         return liken(built(tmp_path, u=ups)), "usb-1-9"
     if name == "gpu-decode.yaml":
         return gpu_with_media(), "pci-0000-03-00-0"
+    if name == "render-nic-one-root.yaml":
+        return [*liken(built(tmp_path, m=two_root_machine)),
+                make_slice("n1", "dra.net", DRANET)], "pci-0000-3b-00-0"
     raise AssertionError(f"a new example, {name}: give it a node here")
 
 

@@ -18,6 +18,7 @@ from liken_devices.match.cel import environment
 from liken_devices.match.matching import Question, answer
 from liken_devices.slices import devices_json, make_slice
 from tests.deploy.test_guide import (
+    DRANET,
     PULSE8,
     WANTED,
     built,
@@ -25,15 +26,20 @@ from tests.deploy.test_guide import (
     example,
     real,
     serial_stick,
+    two_root_machine,
 )
 
 
-def matched(name: str, inv: Any) -> list[str] | None:
-    """The devices ``match`` gives the example's pod on a node with ``inv``, or None."""
+def matched(name: str, inv: Any, others: dict[str, list[dict[str, Any]]] | None = None,
+            ) -> list[str] | None:
+    """The devices ``match`` gives the example's pod on a node with ``inv`` (and the devices
+    ``others`` publish: driver -> devices), or None."""
     q = Question()
     for doc in example(name):
         q.add(doc, name)
-    (node,) = answer(environment(), q, [make_slice("n1", DRIVER, devices_json(inv))], "n1")
+    slices = [make_slice("n1", DRIVER, devices_json(inv))]
+    slices += [make_slice("n1", driver, devices) for driver, devices in (others or {}).items()]
+    (node,) = answer(environment(), q, slices, "n1")
     ((_, results),) = node.results
     if not all(r.allocatable for r in results):
         return None
@@ -78,3 +84,11 @@ def test_smart_card_reader(tmp_path: Path) -> None:
     assert matched("smart-card-reader.yaml", built(tmp_path, r=reader, s=sdr)) == ["usb-2-3"]
     dell = real("udevdb-only/checkbox-dell-latitudee6430-udevdb.umockdev")
     assert matched("smart-card-reader.yaml", dell) is None
+
+
+def test_render_node_and_nic_on_one_pcie_root(tmp_path: Path) -> None:
+    """rules: attributes.topology. The GPU on the RDMA card's root, not the other GPU and not the
+    USB GPU behind that root's controller."""
+    inv = built(tmp_path, m=two_root_machine)
+    assert matched("render-nic-one-root.yaml", inv, {"dra.net": DRANET}) == \
+        ["pci-0000-3b-00-0", "nic-0"]

@@ -7,6 +7,11 @@ the plugin's supported_versions that this kubelet supports (v1.DRAPlugin, v1beta
 report the outcome with NotifyRegistrationStatus, then dial the advertised endpoint and call
 NodePrepareResources / NodeUnprepareResources with the chosen service, checking the answers the
 way the kubelet does (an entry for every claim, none for an unknown UID).
+
+The health service is chosen from the same list the way the kubelet of 1.37 does (KEP-4680): v1
+when the plugin advertises ``v1.DRAResourceHealth``, wherever it stands in the list, else
+v1alpha1 when it advertises ``v1alpha1.DRAResourceHealth``, else no health stream. An older
+kubelet knows only v1alpha1 (``health=("v1alpha1.DRAResourceHealth",)``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from liken_devices.plugin.gen import (
     dra_v1_pb2_grpc,
     dra_v1beta1_pb2,
     dra_v1beta1_pb2_grpc,
+    health_v1_pb2,
+    health_v1_pb2_grpc,
     health_v1alpha1_pb2,
     health_v1alpha1_pb2_grpc,
     pluginregistration_v1_pb2,
@@ -31,6 +38,12 @@ from liken_devices.plugin.gen import (
 )
 
 KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # most recent first
+# The health services a 1.37 kubelet consumes, preferred first (v1alpha1 for the transition).
+KUBELET_HEALTH = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
+HEALTH_STUBS: dict[str, tuple[Any, Any]] = {
+    "v1.DRAResourceHealth": (health_v1_pb2, health_v1_pb2_grpc),
+    "v1alpha1.DRAResourceHealth": (health_v1alpha1_pb2, health_v1alpha1_pb2_grpc),
+}
 TIMEOUT = 45.0  # the kubelet's per-call timeout for a DRA plugin
 
 
@@ -47,11 +60,14 @@ class ClaimAnswer:
 class TestKubelet:
     __test__ = False  # not a pytest class
 
-    def __init__(self, registration_socket: Path, supported: Iterable[str] = KUBELET_SERVICES):
+    def __init__(self, registration_socket: Path, supported: Iterable[str] = KUBELET_SERVICES,
+                 health: Iterable[str] = KUBELET_HEALTH):
         self.registration_socket = registration_socket
         self.supported = tuple(supported)
+        self.health = tuple(health)
         self.info: Any = None
         self.service: str | None = None
+        self.health_service: str | None = None
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
         self._pb: Any = None
@@ -83,6 +99,9 @@ class TestKubelet:
             raise RegistrationRefused(error)
         assert chosen is not None
         self.service = chosen
+        # The kubelet's preference decides, not the plugin's order.
+        self.health_service = next((h for h in self.health if h in info.supported_versions),
+                                   None)
         self._channel = grpc.insecure_channel(f"unix:{endpoint}")
         if chosen == "v1.DRAPlugin":
             self._stub, self._pb = dra_v1_pb2_grpc.DRAPluginStub(self._channel), dra_v1_pb2
@@ -129,12 +148,16 @@ class TestKubelet:
         assert set(resp.claims) == uids, "every requested claim must have an entry"
         return {uid: r.error for uid, r in resp.claims.items()}
 
-    def watch_health(self, timeout: float = 30.0) -> Iterator[list[tuple[str, str, int]]]:
-        """The health stream: each message as [(pool, device, health)], health 1 ok, 2 bad."""
+    def watch_health(self, timeout: float = 30.0, service: str | None = None,
+                     ) -> Iterator[list[tuple[str, str, int]]]:
+        """The health stream over the chosen health service (or ``service``): each message as
+        [(pool, device, health)], health 1 ok, 2 bad."""
         assert self.info is not None
-        stub = health_v1alpha1_pb2_grpc.DRAResourceHealthStub(self._channel)
-        stream = stub.NodeWatchResources(health_v1alpha1_pb2.NodeWatchResourcesRequest(),
-                                          timeout=timeout)
+        service = service or self.health_service
+        assert service is not None, "the plugin advertises no health service this kubelet knows"
+        pb, pb_grpc = HEALTH_STUBS[service]
+        stub = pb_grpc.DRAResourceHealthStub(self._channel)
+        stream = stub.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=timeout)
         try:
             for msg in stream:
                 yield [(d.device.pool_name, d.device.device_name, d.health) for d in msg.devices]

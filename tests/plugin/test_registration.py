@@ -8,6 +8,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
 import pytest
 
 from liken_devices.plugin import Plugin
@@ -33,6 +34,56 @@ def test_handshake_advertises_v1_first(plugin: Plugin) -> None:
         assert versions[:2] == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
         assert "v1alpha1.DRAResourceHealth" in versions
         assert plugin.registration == (True, "")
+    finally:
+        k.close()
+
+
+def test_health_is_advertised_in_v1_and_v1alpha1(plugin: Plugin, api: FakeApiServer) -> None:
+    """rules: delivery.health-versions. Both health services are registered: a 1.37 kubelet
+    chooses v1, an older one v1alpha1, and each gets the stream over the service it chose."""
+    new = TestKubelet(plugin.config.registration_socket)
+    old = TestKubelet(plugin.config.registration_socket,
+                      health=("v1alpha1.DRAResourceHealth",))
+    try:
+        assert new.register() == old.register() == "v1.DRAPlugin"
+        assert {"v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"} <= \
+            set(new.info.supported_versions)
+        assert new.health_service == "v1.DRAResourceHealth"
+        assert old.health_service == "v1alpha1.DRAResourceHealth"
+        claim = new_claim(api, ["pnp-00-01"])
+        assert new.prepare([claim])[claim[1]].error == ""
+        for k in (new, old):
+            assert next(k.watch_health(timeout=10)) == [("node-a", "pnp-00-01", 1)]
+    finally:
+        new.close()
+        old.close()
+
+
+def test_health_services_answer_on_the_kubelets_method_paths(plugin: Plugin,
+                                                            api: FakeApiServer) -> None:
+    """rules: delivery.health-versions. The wire names the kubelet dials, written out here rather
+    than taken from the generated stubs: the v1 package is literally ``v1`` and v1alpha1's
+    ``v1alpha1``, and each advertised name is the service's full name."""
+    from liken_devices.plugin.gen import health_v1_pb2
+
+    claim = new_claim(api, ["pnp-00-01"])
+    k = TestKubelet(plugin.config.registration_socket)
+    try:
+        k.register()
+        assert k.prepare([claim])[claim[1]].error == ""
+        for service in ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"):
+            assert service in k.info.supported_versions
+            with grpc.insecure_channel(f"unix:{plugin.config.dra_socket}") as ch:
+                call = ch.unary_stream(f"/{service}/NodeWatchResources",
+                                       request_serializer=lambda _: b"",
+                                       response_deserializer=health_v1_pb2.
+                                       NodeWatchResourcesResponse.FromString)
+                stream = call(None, timeout=10)
+                msg = next(stream)
+                stream.cancel()
+            assert [(d.device.pool_name, d.device.device_name, d.health,
+                     d.health_check_timeout_seconds > 0) for d in msg.devices] == \
+                [("node-a", "pnp-00-01", 1, True)]
     finally:
         k.close()
 

@@ -18,6 +18,8 @@ from liken_devices.plugin import Plugin
 from liken_devices.plugin.gen import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
+    health_v1_pb2,
+    health_v1_pb2_grpc,
     health_v1alpha1_pb2,
     health_v1alpha1_pb2_grpc,
 )
@@ -25,7 +27,7 @@ from liken_devices.plugin.server import HEALTH_STREAMS, MAX_CLAIMS, SocketError
 from liken_devices.plugin.state import STATE_FILE, StateBusy
 from tests.support.fakeapi import FakeApiServer
 
-from .conftest import cdi_files, make_config, new_claim
+from .conftest import NODE, Hardware, cdi_files, make_config, new_claim
 from .kubelet import TestKubelet
 from .process import LIKEN, Node
 
@@ -134,8 +136,12 @@ def test_health_streams_cannot_starve_prepare(api: FakeApiServer, plugin: Plugin
                                               kubelet: TestKubelet) -> None:
     channel = grpc.insecure_channel(f"unix:{plugin.config.dra_socket}")
     stub = health_v1alpha1_pb2_grpc.DRAResourceHealthStub(channel)
-    streams = [stub.NodeWatchResources(health_v1alpha1_pb2.NodeWatchResourcesRequest(),
-                                       timeout=60) for _ in range(20)]
+    # Both versions of the health service share one cap (rules: delivery.health-versions).
+    v1 = health_v1_pb2_grpc.DRAResourceHealthStub(channel)
+    streams = [(v1, health_v1_pb2) if i % 2 else (stub, health_v1alpha1_pb2)
+               for i in range(20)]
+    streams = [s.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=60)
+               for s, pb in streams]
     outcomes: list[str] = []
     lock = threading.Lock()
 
@@ -176,6 +182,53 @@ def test_health_streams_cannot_starve_prepare(api: FakeApiServer, plugin: Plugin
     assert fresh is not None
     fresh.cancel()
     channel.close()
+
+
+def test_v1_and_v1alpha1_clients_receive_the_same_health_stream(
+        api: FakeApiServer, plugin: Plugin, hardware: Hardware) -> None:
+    """rules: delivery.health-versions, delivery.health. A kubelet on v1 and one on v1alpha1
+    watch at once over the real socket: both see every device healthy, the unplugged one
+    unhealthy, and healthy again once it is back, message for message the same list."""
+    new = TestKubelet(plugin.config.registration_socket)
+    old = TestKubelet(plugin.config.registration_socket,
+                      health=("v1alpha1.DRAResourceHealth",))
+    seen: dict[str, list[list[tuple[str, str, int]]]] = {}
+    cond = threading.Condition()
+
+    def watch(k: TestKubelet) -> None:
+        assert k.health_service is not None
+        for msg in k.watch_health(timeout=30):
+            with cond:
+                seen[k.health_service].append(msg)
+                cond.notify_all()
+
+    def both_see(expected: list[tuple[str, str, int]]) -> None:
+        with cond:
+            assert cond.wait_for(lambda: all(m and m[-1] == expected for m in seen.values()),
+                                 timeout=10), seen
+
+    try:
+        new.register()
+        old.register()
+        assert (new.health_service, old.health_service) == \
+            ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
+        claim = new_claim(api, ["usb-1-3", "pnp-00-01"])
+        assert new.prepare([claim])[claim[1]].error == ""
+        for k in (new, old):
+            assert k.health_service is not None
+            seen[k.health_service] = []
+            threading.Thread(target=watch, args=(k,), daemon=True).start()
+        healthy = [(NODE, "pnp-00-01", 1), (NODE, "usb-1-3", 1)]
+        both_see(healthy)
+        hardware.unplug("usb-1-3")
+        plugin.reconcile(hardware.walk())
+        both_see([(NODE, "pnp-00-01", 1), (NODE, "usb-1-3", 2)])
+        hardware.plug("usb-1-3")
+        plugin.reconcile(hardware.walk())
+        both_see(healthy)
+    finally:
+        new.close()
+        old.close()
 
 
 def test_too_many_claims_in_one_call_is_refused(plugin: Plugin) -> None:

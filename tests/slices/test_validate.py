@@ -111,3 +111,21 @@ def test_every_violation_is_reported_not_just_the_first() -> None:
     obj = mutate("spec.devices.0.name", "UPPER")
     obj["spec"]["pool"]["generation"] = -5
     assert len(validate_slice(obj)) >= 2
+
+
+def test_topology_attributes_pass_as_the_api_server_takes_them() -> None:
+    """rules: attributes.topology. The standard names are qualified names, pcieRoot a string and
+    numaNode an int, accepted by our rules and by the official schema of every minor."""
+    from tests.deploy.support import MINORS
+
+    kv = pytest.importorskip("kubernetes_validate")
+
+    obj = make_slice("node-1", DRIVER, [device_json("pci-0000-3b-00-0", {
+        "address": "0000:3b:00.0", "resource.kubernetes.io/pciBusID": "0000:3b:00.0",
+        "resource.kubernetes.io/pcieRoot": "pci0000:3a", "resource.kubernetes.io/numaNode": 1})])
+    attrs = obj["spec"]["devices"][0]["attributes"]
+    assert attrs["resource.kubernetes.io/numaNode"] == {"int": 1}
+    assert attrs["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:3a"}
+    assert validate_slice(obj) == []
+    for minor in MINORS:
+        kv.validate(obj, minor, strict=True)

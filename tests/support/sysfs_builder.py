@@ -127,16 +127,20 @@ class SysfsBuilder:
     # -- buses -----------------------------------------------------------------------------------
 
     def pci(self, address: str, *, driver: str | None = None, vendor: str = "8086",
-            device: str = "1234", cls: int = 0xFF0000, parent: Dev | None = None) -> Dev:
+            device: str = "1234", cls: int = 0xFF0000, parent: Dev | None = None,
+            numa_node: str | None = None) -> Dev:
+        """A PCI function; ``numa_node`` is the attribute's text (the kernel writes ``-1`` for
+        a machine without NUMA; None leaves the file out, as an old recording does)."""
         host = parent or self._host(address)
         props = {"PCI_CLASS": f"{cls:X}", "PCI_ID": f"{vendor.upper()}:{device.upper()}",
                  "PCI_SLOT_NAME": address,
                  "MODALIAS": f"pci:v0000{vendor.upper()}d0000{device.upper()}sv00000000"
                              f"sd00000000bc{cls >> 16:02X}sc{(cls >> 8) & 0xFF:02X}"
                              f"i{cls & 0xFF:02X}"}
-        return self.device(host, address, "pci", props, driver=driver,
-                           attrs={"vendor": f"0x{vendor}", "device": f"0x{device}",
-                                  "class": f"0x{cls:06x}"})
+        attrs = {"vendor": f"0x{vendor}", "device": f"0x{device}", "class": f"0x{cls:06x}"}
+        if numa_node is not None:
+            attrs["numa_node"] = numa_node
+        return self.device(host, address, "pci", props, driver=driver, attrs=attrs)
 
     def _host(self, address: str) -> str:
         domain, bus = address.split(":")[:2]
@@ -190,8 +194,10 @@ class SysfsBuilder:
     # -- common hardware ------------------------------------------------------------------------
 
     def gpu(self, address: str = "0000:00:02.0", *, card: int = 0, render: int | None = 128,
-            driver: str = "i915", vendor: str = "8086", device: str = "46a6") -> Dev:
-        gpu = self.pci(address, driver=driver, vendor=vendor, device=device, cls=0x030000)
+            driver: str = "i915", vendor: str = "8086", device: str = "46a6",
+            parent: Dev | None = None, numa_node: str | None = None) -> Dev:
+        gpu = self.pci(address, driver=driver, vendor=vendor, device=device, cls=0x030000,
+                       parent=parent, numa_node=numa_node)
         self.node(gpu, "drm", f"card{card}", 226, card, devname=f"dri/card{card}", subdir="drm")
         if render is not None:
             self.node(gpu, "drm", f"renderD{render}", 226, render, devname=f"dri/renderD{render}",

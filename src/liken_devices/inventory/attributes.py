@@ -2,8 +2,10 @@
 
 What a selector reads about a device: its bus and address, the driver, the PCI or USB class as a
 word and as a code, the IDs, the serial, a name from the ID catalogs or the descriptor strings,
-and the modalias. An attribute the hardware lacks is absent, never empty; a string value is
-printable UTF-8 cut to 64 bytes, so a strange serial never breaks the slice.
+and the modalias; on a PCI function also where it sits: the PCIe root and the NUMA node
+(rules: attributes.topology, attributes.usb-no-topology). An attribute the hardware lacks is
+absent, never empty; a string value is printable UTF-8 cut to 64 bytes, so a strange serial never
+breaks the slice.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ PCI_CLASSES = {
     0x0E: "intelligent-io", 0x0F: "satellite", 0x10: "encryption", 0x11: "signal-processing",
     0x12: "accelerator", 0x13: "instrumentation", 0x40: "coprocessor", 0xFF: "unassigned",
 }
+STANDARD = "resource.kubernetes.io"
+# The most NUMA nodes Linux has (MAX_NUMNODES: NODES_SHIFT is at most 10).
+NUMA_NODES_MAX = 1 << 10
+
 USB_CLASSES = {
     0x01: "audio", 0x02: "communications", 0x03: "hid", 0x05: "physical", 0x06: "image",
     0x07: "printer", 0x08: "mass-storage", 0x09: "hub", 0x0A: "cdc-data", 0x0B: "smart-card",
@@ -70,6 +76,31 @@ def pci_class(dev: SysDevice) -> int | None:
             except ValueError:
                 continue
     return None
+
+
+def pcie_root(path: str) -> str | None:
+    """The PCIe root complex of the function at sysfs ``path``: the first component under
+    ``/devices/`` (``pci0000:3a``, the root's ``pci<domain>:<bus>`` directory), as the standard
+    attribute's definition and the peers' Go helper (``deviceattribute``) derive it. A path
+    that starts elsewhere (a host bridge that is a platform device) has none, as there.
+
+    rules: attributes.topology
+    """
+    first = path.split("/", 3)[2] if path.startswith("/devices/") else ""
+    return first if first.startswith("pci") else None
+
+
+def numa_node(dev: SysDevice) -> int | None:
+    """The function's ``numa_node``: a node number, or None for the kernel's ``-1`` (no NUMA
+    information), a missing file or anything that is not a node Linux can have.
+
+    rules: attributes.topology
+    """
+    raw = dev.attr("numa_node")
+    if raw is None or not raw.isascii() or not raw.isdigit() or (raw != "0" and raw[0] == "0"):
+        return None
+    n = int(raw) if len(raw) <= 4 else NUMA_NODES_MAX
+    return n if n < NUMA_NODES_MAX else None
 
 
 def usb_ids(dev: SysDevice) -> tuple[str | None, str | None]:
@@ -199,8 +230,15 @@ class AttributeReader:
         if vendor and product:
             attrs["vendor"], attrs["product"] = vendor, product
             attrs["name"] = self.catalogs.pci.name(vendor, product) or f"{vendor}:{product}"
-        # Every device of a PCI function pairs across drivers (rules: attributes.address-pairs).
-        attrs["resource.kubernetes.io/pciBusID"] = hw.address.lower()
+        # Every device of a PCI function pairs across drivers (rules: attributes.address-pairs),
+        # and by where it sits: its root complex and NUMA node (rules: attributes.topology).
+        attrs[f"{STANDARD}/pciBusID"] = hw.address.lower()
+        root = pcie_root(dev.path)
+        if root is not None:
+            attrs[f"{STANDARD}/pcieRoot"] = root
+        node = numa_node(dev)
+        if node is not None:
+            attrs[f"{STANDARD}/numaNode"] = node
         return dev.props.get("MODALIAS") or dev.attr("modalias")
 
     def _usb(self, hw: Hardware, attrs: dict[str, AttrValue]) -> str | None:

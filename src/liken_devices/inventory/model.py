@@ -17,7 +17,7 @@ from typing import NamedTuple
 from ..sysfs.model import DevNode
 from .limits import MAX_DEVICES
 
-AttrValue = bool | str
+AttrValue = bool | int | str  # an int only for resource.kubernetes.io/numaNode
 
 class Reason(StrEnum):
     """Why a considered piece of hardware is not published (the rules of docs/rules/hardware.md,

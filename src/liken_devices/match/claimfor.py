@@ -21,6 +21,11 @@ The generated selectors are checked against the slice they came from: when they 
 than this device (two identical sticks without a serial), the command refuses and says what
 would tell them apart (``--by-address``: the port path). ``--any`` selects every device of the
 kind (same vendor, product and class).
+
+``--extended-resource NAME`` writes the class with ``spec.extendedResourceName: NAME`` and every
+selector in the class, since the claim the scheduler makes for a pod's ``resources.limits:
+{NAME: 1}`` names only the class; the pod stub then asks that way, as a pod written for a device
+plugin does, and needs no change (rules: claims.extended-resource).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from ..errors import InputError
 from ..inventory.limits import DRIVER
 from .allocate import Evaluator
 from .cel import Env, environment
+from .extended import extended_name_problem
 from .model import Device, slice_devices
 from .values import ValueError_, parse_semver
 
@@ -209,8 +215,14 @@ def identity_selectors(device: dict[str, Any], *, any_of_kind: bool = False,
 
 def generate(slice_obj: dict[str, Any], name: str, *, any_of_kind: bool = False,
              by_address: bool = False, namespace: str = "default",
-             env: Env | None = None) -> Generated:
-    """The DeviceClass, ResourceClaimTemplate and Pod stub for device ``name`` of a slice."""
+             env: Env | None = None, extended_resource: str | None = None) -> Generated:
+    """The DeviceClass, ResourceClaimTemplate and Pod stub for device ``name`` of a slice; with
+    ``extended_resource``, the class that maps that name and a pod that asks for it."""
+    if extended_resource is not None:
+        problem = extended_name_problem(extended_resource)
+        if problem is not None:
+            raise InputError(f"--extended-resource {extended_resource!r} is not a valid extended "
+                             f"resource name: {problem}")
     spec = slice_obj.get("spec") or {}
     found = [d for d in spec.get("devices") or [] if isinstance(d, dict) and d.get("name") == name]
     if not found:
@@ -243,6 +255,9 @@ def generate(slice_obj: dict[str, Any], name: str, *, any_of_kind: bool = False,
     class_sel = [f'device.driver == "{DRIVER}"', *selectors[-kind_count:]]
     claim_sel = selectors[:-kind_count]
     what = f"every {name}-like device" if any_of_kind else f"the device published as {name}"
+    if extended_resource is not None:
+        return _extended(name, class_name, [*class_sel, *claim_sel], extended_resource,
+                         namespace, what, len(chosen), warnings)
     objects: list[dict[str, Any]] = [
         {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
          "metadata": {"name": class_name,
@@ -265,6 +280,30 @@ def generate(slice_obj: dict[str, Any], name: str, *, any_of_kind: bool = False,
     ]
     warnings.insert(0, f"selects {what} ({len(chosen)} in this slice)")
     return Generated(objects, class_sel + claim_sel, warnings)
+
+
+def _extended(name: str, class_name: str, selectors: list[str], resource: str, namespace: str,
+              what: str, chosen: int, warnings: list[str]) -> Generated:
+    """The class that maps ``resource`` to the device (all its selectors: the scheduler's claim
+    names only the class) and a pod that asks for one, as a pod for a device plugin does."""
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+         "metadata": {"name": class_name,
+                      "annotations": {"liken.sh/generated-by":
+                                      f"liken-devices claim-for {name} "
+                                      f"--extended-resource {resource}"}},
+         "spec": {"selectors": [{"cel": {"expression": e}} for e in selectors],
+                  "extendedResourceName": resource}},
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": f"{name}-user", "namespace": namespace},
+         "spec": {"containers": [{"name": "main", "image": "busybox",
+                                  "command": ["sleep", "infinity"],
+                                  "resources": {"limits": {resource: 1}}}]}},
+    ]
+    warnings.insert(0, f"selects {what} ({chosen} in this slice) for pods that ask for "
+                       f"{resource} in resources.limits (Kubernetes 1.36 and later: "
+                       "DRAExtendedResource, GA in 1.37; an older API server drops the field)")
+    return Generated(objects, selectors, warnings)
 
 
 def select(devices: Sequence[Device], selectors: Sequence[str], env: Env | None = None

@@ -110,6 +110,10 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
                    help="select by address (the slot or USB port path), for identical devices "
                         "without serial numbers")
     p.add_argument("--namespace", default="default", help="of the template and the pod")
+    p.add_argument("--extended-resource", metavar="NAME",
+                   help="write the class with spec.extendedResourceName NAME (such as "
+                        "squat.ai/serial) and a pod that asks for NAME in resources.limits, as "
+                        "a pod written for a device plugin does (Kubernetes 1.36 and later)")
     _sources(p)
     p.set_defaults(func=cmd_claim_for)
 

@@ -81,7 +81,8 @@ def cmd_claim_for(args: argparse.Namespace) -> int:
         slice_obj = _local_slice(args)
     try:
         generated = generate(slice_obj, args.device, any_of_kind=args.any,
-                             by_address=args.by_address, namespace=args.namespace)
+                             by_address=args.by_address, namespace=args.namespace,
+                             extended_resource=args.extended_resource)
     except Ambiguous as exc:
         print(f"liken-devices: refused: {clean(exc)}", file=sys.stderr)
         return 1
@@ -125,6 +126,7 @@ def cmd_match(args: argparse.Namespace) -> int:
                     log.warning("skipping an object the cluster returned: %s", exc)
         # The files win over the cluster for the same object; the cluster's allocations stay.
         question.classes = {**cluster.classes, **question.classes}
+        question.extended = cluster.extended.overlaid(question.extended)
         question.allocated = cluster.allocated + question.allocated
         for key, claim in cluster.claims.items():
             if question.pods:

@@ -6,7 +6,9 @@ or the cluster (its slices, classes, templates and allocated claims). A Resource
 ``status.allocation`` is an existing allocation (its devices are held), not a question, unless a
 Pod names it (then it is asked again without its own hold). The
 answer is per node: a pod's claims are allocated in one search, as the scheduler allocates them
-for one node; a claim or template alone is evaluated by itself.
+for one node; a claim or template alone is evaluated by itself. A pod's extended resources that a
+DeviceClass maps become one more claim of that search, as the scheduler makes it
+(:mod:`.extended`; rules: claims.extended-resource).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .allocate import (
     evaluate_claims,
 )
 from .cel import Env
+from .extended import ExtendedClasses, PodNeeds, implicit_claim, unmapped_reason
 from .model import Claim, Device, DeviceClass, PodClaims, slice_devices
 
 
@@ -38,12 +41,17 @@ class Question:
     allocated: list[Claim] = field(default_factory=list)
     pods: list[PodClaims] = field(default_factory=list)
     slices: list[dict[str, Any]] = field(default_factory=list)
+    extended: ExtendedClasses = field(default_factory=ExtendedClasses)
+    pod_needs: list[PodNeeds] = field(default_factory=list)  # beside ``pods``, in its order
+    # A pod's extended resources that no class maps: its label -> (the claim, the names).
+    unmapped: dict[str, tuple[Claim, list[str]]] = field(default_factory=dict)
 
     def add(self, obj: dict[str, Any], source: str) -> None:
         kind = obj.get("kind")
         if kind == "DeviceClass":
             c = DeviceClass.parse(obj)
             self.classes[c.name] = c
+            self.extended.add(obj, c.name)
         elif kind == "ResourceClaim":
             claim = Claim.parse(obj)
             if claim.allocation is not None:
@@ -54,7 +62,9 @@ class Question:
             t = Claim.parse(obj)
             self.templates[(t.namespace, t.name)] = t
         elif kind == "Pod":
-            self.pods.append(PodClaims.parse(obj))
+            pod = PodClaims.parse(obj)
+            self.pods.append(pod)
+            self.pod_needs.append(PodNeeds.parse(obj, pod.namespace, pod.name))
         elif kind == "ResourceSlice":
             self.slices.append(obj)
         else:
@@ -65,7 +75,8 @@ class Question:
         """(what is asked, the claims to evaluate together), in file order."""
         out: list[tuple[str, list[Claim]]] = []
         used: set[tuple[str, str]] = set()
-        for pod in self.pods:
+        self.unmapped = {}
+        for pod, needs in zip(self.pods, self.pod_needs, strict=True):
             claims = []
             for entry, claim_name, template in pod.entries:
                 if claim_name is not None:
@@ -87,7 +98,16 @@ class Question:
                                          "which is not in the files (or the cluster)")
                 used.add(key)
                 claims.append(found)
-            out.append((f"Pod {pod.namespace}/{pod.name}", claims))
+            label = f"Pod {pod.namespace}/{pod.name}"
+            implicit, unmapped = implicit_claim(
+                needs, lambda name: self.extended.resolve(name, self.classes))
+            if implicit is not None:
+                claims.append(implicit)
+            if unmapped:
+                self.unmapped[label] = (implicit or Claim(
+                    "ResourceClaim", pod.namespace, f"{pod.name}-extended-resources", [], []),
+                    unmapped)
+            out.append((label, claims))
         for key, claim in [*self.claims.items(), *self.templates.items()]:
             if key not in used and not self.pods:
                 out.append((claim.label, [claim]))
@@ -162,9 +182,14 @@ def answer(env: Env, question: Question, slices: Sequence[dict[str, Any]],
     evaluator = Evaluator(env, question.classes)
     out = []
     for name in sorted(nodes):
-        out.append(NodeAnswer(name, [(label, evaluate_claims(evaluator, claims, nodes[name],
-                                                             held))
-                                     for label, claims in targets]))
+        results = []
+        for label, claims in targets:
+            rs = evaluate_claims(evaluator, claims, nodes[name], held)
+            if label in question.unmapped:
+                claim, names = question.unmapped[label]
+                rs.append(ClaimResult(claim, False, unmapped_reason(names), []))
+            results.append((label, rs))
+        out.append(NodeAnswer(name, results))
     return out
 
 

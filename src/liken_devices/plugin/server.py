@@ -2,10 +2,11 @@
 
 The kubelet's plugin registration and DRA gRPC contracts (docs/plugin.md, "Sockets and
 services"): the DRA socket (``<plugin dir>/dra.sock``) serves the DRAPlugin service in v1 and
-v1beta1 and the v1alpha1 health service (KEP-4680), and is served first; the registration socket
-(``<registry dir>/liken.sh-reg.sock``) serves ``pluginregistration.Registration``, whose GetInfo
-names the driver, the DRA socket's host path and the services offered, v1 before v1beta1 because
-the kubelet takes the first entry it supports. The kubelet de-registers a driver whose
+v1beta1 and the health service (KEP-4680) in v1 and v1alpha1, one stream behind both, and is
+served first; the registration socket (``<registry dir>/liken.sh-reg.sock``) serves
+``pluginregistration.Registration``, whose GetInfo names the driver, the DRA socket's host path
+and the services offered, v1 before v1beta1 because the kubelet takes the first entry it
+supports (rules: delivery.health-versions). The kubelet de-registers a driver whose
 registration socket is gone, so both sockets are removed on shutdown.
 
 Hostile or accidental company on the sockets (docs/plugin.md, "Bad input"): a socket file is
@@ -44,6 +45,8 @@ from .gen import (
     dra_v1_pb2_grpc,
     dra_v1beta1_pb2,
     dra_v1beta1_pb2_grpc,
+    health_v1_pb2,
+    health_v1_pb2_grpc,
     health_v1alpha1_pb2,
     health_v1alpha1_pb2_grpc,
     pluginregistration_v1_pb2,
@@ -56,9 +59,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PLUGIN_TYPE = "DRAPlugin"
-# The kubelet takes the first entry it supports, so v1 comes first; the health service is
-# advertised because it is implemented.
-SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth")
+# The kubelet takes the first DRAPlugin entry it supports, so v1 comes first. The health service
+# is advertised in both versions it is served in: a 1.37 kubelet takes v1 wherever it stands,
+# an older one knows only v1alpha1, which upstream plans to drop (rules: delivery.health-versions).
+SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth",
+                      "v1alpha1.DRAResourceHealth")
 HEALTH_TIMEOUT_SECONDS = 60  # how long the kubelet may trust one health message
 SOCKET_MODE = 0o600  # only root (the kubelet) may connect
 PLUGIN_DIR_MODE = 0o700  # a socket directory this plugin has to make: root's only
@@ -143,10 +148,18 @@ class _DRAPluginV1beta1(dra_v1beta1_pb2_grpc.DRAPluginServicer):  # type: ignore
                                    self.plugin.unprepare(*_claims(request, context)))
 
 
-class _Health(health_v1alpha1_pb2_grpc.DRAResourceHealthServicer):  # type: ignore[misc]
-    def __init__(self, plugin: Plugin, slots: _StreamSlots) -> None:
+class _Health:
+    """The health stream, in the messages of one version of the service (``pb``).
+
+    rules: delivery.health-versions. v1 and v1alpha1 carry the same messages with the same field
+    numbers; one instance per version, sharing the plugin's health and one cap of streams.
+    """
+
+    def __init__(self, plugin: Plugin, slots: _StreamSlots, pb: Any, service: str) -> None:
         self.plugin = plugin
         self.slots = slots
+        self.pb = pb
+        self.service = service
 
     def NodeWatchResources(self, request: Any, context: Any) -> Iterator[Any]:
         """The complete list of prepared devices, on every change and every health_interval.
@@ -160,12 +173,14 @@ class _Health(health_v1alpha1_pb2_grpc.DRAResourceHealthServicer):  # type: igno
                           f"already {self.slots.limit} health streams open")
         try:
             context.add_callback(self.plugin.wake_health)
+            # Which version a kubelet chose shows here (its own logs say so only when verbose).
+            log.info("the kubelet opened a health stream over %s", self.service)
             yield from self._stream(context)
         finally:
             self.slots.give()
 
     def _stream(self, context: Any) -> Iterator[Any]:
-        pb = health_v1alpha1_pb2
+        pb = self.pb
         version = -1
         while context.is_active() and not self.plugin.stopping:
             if version == -1:
@@ -350,8 +365,11 @@ class Servers:
         dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_DRAPluginV1(self.plugin), server)
         dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(_DRAPluginV1beta1(self.plugin),
                                                              server)
-        health_v1alpha1_pb2_grpc.add_DRAResourceHealthServicer_to_server(
-            _Health(self.plugin, slots), server)
+        for pb, pb_grpc, service in (
+                (health_v1_pb2, health_v1_pb2_grpc, "v1.DRAResourceHealth"),
+                (health_v1alpha1_pb2, health_v1alpha1_pb2_grpc, "v1alpha1.DRAResourceHealth")):
+            pb_grpc.add_DRAResourceHealthServicer_to_server(
+                _Health(self.plugin, slots, pb, service), server)
         pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(
             _Registration(self.plugin), server)
         self.server = server

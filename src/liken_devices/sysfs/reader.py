@@ -46,6 +46,8 @@ BOARD_BUSES = ("platform", "acpi", "pnp")
 USB_DEVICE_ATTRS = ("serial", "manufacturer", "product")
 USB_INTERFACE_ATTRS: tuple[str, ...] = ()
 PCI_FALLBACK_ATTRS = ("vendor", "device", "class", "modalias")
+# A PCI function's NUMA node is in no uevent (rules: attributes.topology).
+PCI_ATTRS = ("numa_node",)
 # A ttyS port's UART type: 0 is a placeholder with no UART behind it
 # (rules: hardware.placeholder-serial).
 SERIAL_PORT_ATTRS = ("type",)
@@ -99,8 +101,8 @@ def _attributes_to_read(path: str, subsystem: str | None, props: dict[str, str])
     if subsystem == "usb":
         is_iface = props.get("DEVTYPE") == "usb_interface" or ":" in path.rsplit("/", 1)[-1]
         return list(USB_INTERFACE_ATTRS if is_iface else USB_DEVICE_ATTRS)
-    if subsystem == "pci" and "PCI_ID" not in props:
-        return list(PCI_FALLBACK_ATTRS)
+    if subsystem == "pci":
+        return list(PCI_ATTRS if "PCI_ID" in props else PCI_FALLBACK_ATTRS + PCI_ATTRS)
     if subsystem == "tty" and path.rsplit("/", 1)[-1].startswith("ttyS"):
         return list(SERIAL_PORT_ATTRS)
     if subsystem == "bluetooth" and props.get("DEVTYPE") == "host":
