@@ -601,3 +601,47 @@ def test_pods_start_records_are_bounded_and_hostile_ones_ignored(tmp_path: Path)
         assert int(ns) <= boot_clock()
     finally:
         store.release()
+
+
+def test_a_holder_number_is_above_every_wall_clock_holder(tmp_path: Path) -> None:
+    """rules: limits.one-writer: a build that named holders by the wall clock
+    (``holder-<pid>-<time.time_ns()>``) is older than this one, however its clock ran: this
+    instance does not stand by for it, and its number is above every such time, so that
+    build's instance (comparing numbers) stands by for this one."""
+    directory = tmp_path / "state"
+    directory.mkdir()
+    ahead = time.time_ns() + 10 * 365 * 86400 * 10**9  # a wall clock ten years ahead
+    fd = os.open(directory / f"holder-1-{ahead}", os.O_RDWR | os.O_CREAT, 0o600)
+    store = StateStore(directory, pod_uid="pod-new")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        store.acquire(shared=True)
+        assert store.newer_instance() is None
+        mine = [n for n in os.listdir(directory) if n.startswith("holder-")
+                and n != f"holder-1-{ahead}"]
+        assert len(mine) == 1 and int(mine[0].rsplit("-", 1)[1]) > ahead
+    finally:
+        store.release()
+        os.close(fd)
+
+
+def test_a_holder_file_removed_under_its_instance_is_made_again_when_asked(
+        tmp_path: Path) -> None:
+    """Someone removes the newer instance's holder file (a cleanup of the state directory):
+    the older cannot see it any more, so the newer makes it again the next time it asks
+    whether it is the newest, keeping its place."""
+    directory = tmp_path / "state"
+    old, new = StateStore(directory, pod_uid="pod-a"), StateStore(directory, pod_uid="pod-b")
+    old.acquire(shared=True)
+    before = set(os.listdir(directory))
+    new.acquire(shared=True)
+    try:
+        (holder,) = [n for n in set(os.listdir(directory)) - before if n.startswith("holder-")]
+        os.unlink(directory / holder)
+        assert old.newer_instance() is None  # it cannot know
+        assert new.newer_instance() is None
+        assert (directory / holder).exists()
+        assert old.newer_instance() is not None
+    finally:
+        new.release()
+        old.release()

@@ -600,9 +600,11 @@ class StateStore:
         if not self.shared or self._instance_fd is None:
             return None
         if not self._holder_in_place():
+            # Not under write.lock: a flock belongs to the open file, so taking it here (the
+            # agent's thread) while a prepare holds it would release it on leaving. Making
+            # the holder needs no lock: its temporary name is this process's own.
             self._drop_holder()
-            with self.write_lock():
-                self._name_holder()
+            self._name_holder()
         mine = _holder_key(self._holder_path.name) if self._holder_path is not None else None
         if mine is None:
             raise HolderMissing(self._holder_errno, f"this instance's holder file cannot be "
