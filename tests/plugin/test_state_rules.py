@@ -645,3 +645,22 @@ def test_a_holder_file_removed_under_its_instance_is_made_again_when_asked(
     finally:
         new.release()
         old.release()
+
+
+@pytest.mark.parametrize("size", [128, 129])
+def test_a_pods_start_record_is_read_up_to_128_bytes(tmp_path: Path, size: int) -> None:
+    """A ``started-<pod UID>`` record is read bounded: up to 128 bytes it is the pod's start
+    (kept), longer it is not one (the start is taken again, now)."""
+    directory = tmp_path / "state"
+    directory.mkdir()
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    text = f"{boot} 12345"
+    (directory / "started-pod-a").write_text(text + " " * (size - len(text) - 1) + "\n")
+    store = StateStore(directory, pod_uid="pod-a")
+    store.acquire(shared=True)
+    try:
+        (holder,) = [n for n in os.listdir(directory) if n.startswith("holder-")]
+        kept = int(holder.rsplit("-", 1)[1]) == HOLDER_EPOCH + 12345
+        assert kept == (size <= 128)
+    finally:
+        store.release()

@@ -589,7 +589,7 @@ class StateStore:
         for name in names[:MAX_HOLDERS]:
             words = _live_holder(self.directory / name)
             if words is not None and self._holder_path != self.directory / name:
-                out.append(words)
+                out.append(words or name)  # a holder kept without its words (a full disk)
         return out
 
     def newer_instance(self) -> str | None:
