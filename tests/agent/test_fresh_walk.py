@@ -4,6 +4,7 @@ the same prepared claims (docs/plugin.md, "How fresh a prepare's inventory is").
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,31 @@ def test_a_prepare_while_the_loop_reads_the_uevents_walks_again(
         agent.request_stop()
         t.join(10)
     assert not t.is_alive()
+
+
+def test_a_role_past_the_256th_moved_onto_an_offered_disk_makes_prepare_walk_again(
+        api: FakeApiServer, node: FixtureNode, tmp_path: Path) -> None:
+    """The facts' stamp covers every role the facts reader accepts (at most MAX_ROLES): with
+    300 roles, init moving the 300th onto a disk the last walk offered makes prepare walk again,
+    and the new walk withholds that disk (rules: delivery.fresh-walk, hardware.storage-role)."""
+    node.builder.part("disk", 0)  # sda1: where every role lives at first
+    node.builder.part("disk", 1)  # sdb1: offered, until the last role moves onto it
+    storage = node.facts / "storage"
+    for i in range(1, 301):
+        (storage / f"role-{i:04}").mkdir()
+        (storage / f"role-{i:04}" / "device").write_text("sda1\n")
+    run = start(api, node, tmp_path)
+    try:
+        agent = run.agent
+        assert reused_once(agent)
+        last = agent.inventory
+        assert "pci-0000-00-17-1" in last.by_name() and "pci-0000-00-17-0" not in last.by_name()
+        # Init moves role #300 onto the other disk, as it writes a fact: a new file renamed in.
+        moved = storage / "role-0300"
+        (moved / ".device.new").write_text("sdb1\n")
+        os.rename(moved / ".device.new", moved / "device")
+        fresh = agent.fresh_walk(claimed=NO_CLAIMS)
+        assert fresh is not last, "prepare reused a walk from before the role moved"
+        assert "pci-0000-00-17-1" not in fresh.by_name()
+    finally:
+        run.stop()

@@ -561,3 +561,56 @@ def test_an_instance_a_newer_one_supersedes_stands_by_then_writes_again(
         agent.request_stop()
         t.join(10)
     assert not t.is_alive()
+
+
+class _Blind(_Superseded):
+    """The plugin of an instance that cannot tell whether it is the newest: its holder file
+    cannot be made (a full state filesystem), so no other instance knows it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from liken_devices.plugin.state import HolderMissing
+
+        self.error: OSError | None = HolderMissing(
+            28, "this instance's holder file cannot be made in /state (No space left on "
+            "device), so the other instance cannot know it runs")
+
+    def superseded(self) -> str | None:
+        if self.error is not None:
+            raise self.error
+        return None
+
+
+def test_an_instance_that_cannot_tell_it_is_the_one_writer_writes_nothing_and_is_not_ready(
+        node: FixtureNode, caplog: pytest.LogCaptureFixture) -> None:
+    """rules: limits.one-writer: an instance whose holder file cannot be written is invisible to
+    the other instance, which goes on writing; so this one writes nothing (no slice, no
+    Machine status, no reconcile pass), says why in /readyz, and asks again every standby
+    check: once it can tell, it writes."""
+    from liken_devices.agent.runner import STANDBY_CHECK, Agent, AgentConfig
+
+    caplog.set_level(logging.INFO, logger="liken_devices")
+    publisher = _Overdue()
+    plugin = _Blind()
+    agent = Agent(AgentConfig(node="new", sources=node.sources(), console=None),
+                  publishers=[publisher], plugin=plugin)
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    try:
+        assert agent.ready.wait(10)
+        time.sleep(STANDBY_CHECK + 0.5)
+        assert publisher.synced == 0, "an instance nobody can see writes the slice"
+        assert plugin.reconciled == 0
+        ready, why = agent.readiness()
+        assert not ready and "No space left on device" in why and "holder" in why, why
+        assert "No space left on device" in caplog.text
+        plugin.error = None
+        deadline = time.monotonic() + STANDBY_CHECK + 3
+        while time.monotonic() < deadline and not publisher.synced:
+            time.sleep(0.05)
+        assert publisher.synced >= 1 and plugin.reconciled >= 1
+        assert agent.readiness()[0]
+    finally:
+        agent.request_stop()
+        t.join(10)
+    assert not t.is_alive()

@@ -5,15 +5,20 @@ the reason."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from liken_devices.inventory import Sources
+from liken_devices.inventory.limits import MAX_ROLES
 from liken_devices.inventory.model import Reason
-from liken_devices.inventory.sources import read_facts
+from liken_devices.inventory.sources import facts_stamp, read_facts
 from liken_devices.kube.machine import facts_condition
+from tests.support.hostile import examples
 from tests.support.sysfs_builder import SysfsBuilder
 
 
@@ -144,3 +149,65 @@ def test_readable_facts_name_each_roles_partition(tmp_path: Path) -> None:
     (facts / "storage" / "linked").symlink_to(facts / "storage" / "root")  # a link that resolves
     got = read_facts(facts)
     assert got.role_partitions == frozenset({"nvme0n1p3", "mmcblk0p2", "dm-0"})
+
+
+# -- the facts' stamp covers every role the reader accepts ----------------------------------------
+
+
+def _move(role_dir: Path, how: str, partition: str) -> None:
+    """Init moving a role onto ``partition``, in one of the ways a file can change."""
+    device = role_dir / "device"
+    if how == "rename":  # a new file renamed into place (a new inode)
+        (role_dir / ".device.new").write_text(partition + "\n")
+        os.rename(role_dir / ".device.new", device)
+    elif how == "rewrite":  # the same file written again (its size changes)
+        device.write_text(partition + "\n")
+    else:  # "relink": the device file is a link, pointed at another file
+        target = role_dir / f".{partition}"
+        target.write_text(partition + "\n")
+        os.unlink(device)
+        device.symlink_to(target.name)
+
+
+@settings(max_examples=examples(8), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(count=st.integers(1, MAX_ROLES), pick=st.floats(0, 1), how=st.sampled_from(
+    ["rename", "rewrite", "relink"]))
+@example(count=300, pick=1.0, how="rename")
+@example(count=MAX_ROLES, pick=1.0, how="rewrite")
+@example(count=MAX_ROLES, pick=0.5, how="relink")
+def test_moving_any_role_the_reader_accepts_changes_the_facts_stamp(
+        count: int, pick: float, how: str) -> None:
+    """rules: delivery.fresh-walk, hardware.storage-role: whatever the number of roles the
+    reader accepts (up to MAX_ROLES), moving any one of them onto another disk changes the
+    stamp, so prepare never reuses a walk from before the move."""
+    target = min(count - 1, int(pick * count))
+    with tempfile.TemporaryDirectory() as tmp:
+        facts = Path(tmp) / "facts"
+        for i in range(count):
+            d = facts / "storage" / f"r{i:05}"
+            d.mkdir(parents=True)
+            if how == "relink":
+                (d / ".sda1").write_text("sda1\n")
+                (d / "device").symlink_to(".sda1")
+            else:
+                (d / "device").write_text("sda1\n")
+        before = facts_stamp(facts)
+        assert read_facts(facts).role_partitions == {"sda1"}
+        _move(facts / "storage" / f"r{target:05}", how, "nvme0n1p2")
+        # A real move: the reader now reads the role on the other disk.
+        assert read_facts(facts).role_partitions == {"nvme0n1p2"} | (
+            {"sda1"} if count > 1 else set())
+        assert facts_stamp(facts) != before, f"role {target + 1} of {count} moved unseen"
+
+
+def test_the_reader_accepts_no_more_roles_than_the_stamp_covers(tmp_path: Path) -> None:
+    """One limit for both (inventory/limits.py): MAX_ROLES roles read, one more is unreadable
+    facts (no disk offered; rules: hardware.facts-fail-closed)."""
+    facts = tmp_path / "facts"
+    for i in range(MAX_ROLES):
+        role(facts, f"r{i:05}", "sda1\n")
+    assert read_facts(facts).readable
+    role(facts, "zz-one-more", "sda1\n")
+    got = read_facts(facts)
+    assert not got.readable and f"more than {MAX_ROLES} roles" in (got.error or "")

@@ -23,10 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from liken_devices.plugin.state import (
+    HOLDER_EPOCH,
     PreparedClaim,
     PreparedDevice,
     StateError,
     StateStore,
+    boot_clock,
     parse_state,
     render_state,
 )
@@ -505,7 +507,7 @@ def test_the_older_shared_instance_knows_the_newer_one_and_the_newer_knows_none(
     old.acquire(shared=True)
     try:
         assert old.newer_instance() is None  # alone
-        time.sleep(0.001)  # the holder's name carries time.time_ns(): a later start
+        time.sleep(0.001)  # the holder's name carries the start on the boot clock: a later one
         new.acquire(shared=True)
         try:
             newer = old.newer_instance()
@@ -529,13 +531,13 @@ def test_an_exclusive_instance_is_never_superseded(tmp_path: Path) -> None:
 
 def test_a_newer_holder_that_is_dead_or_misnamed_supersedes_nobody(tmp_path: Path) -> None:
     """A holder file nobody locks is a dead instance's (removed); a name that is not
-    ``holder-<pid>-<time_ns>`` is not an instance's at all (a hostile directory)."""
+    ``holder-<pid>-<number>`` is not an instance's at all (a hostile directory)."""
     directory = tmp_path / "state"
     store = StateStore(directory)
     store.acquire(shared=True)
     fds = []
     try:
-        later = time.time_ns() + 10**12
+        later = HOLDER_EPOCH + boot_clock() + 10**12  # a start after this one's
         dead = directory / f"holder-1-{later}"
         dead.write_text("pid 1\n")
         for name in (f"holder-x-{later}", f"holder-2-{later}-3", f"holder-3-{'9' * 30}",
@@ -549,4 +551,116 @@ def test_a_newer_holder_that_is_dead_or_misnamed_supersedes_nobody(tmp_path: Pat
     finally:
         for fd in fds:
             os.close(fd)
+        store.release()
+
+
+def test_a_pods_start_from_another_boot_does_not_make_it_the_newer(tmp_path: Path) -> None:
+    """rules: limits.one-writer: a pod's start is kept with the boot's id; after a reboot
+    (the pod's containers start again, its UID unchanged) the old boot's time means nothing, or
+    a long first boot would make the old pod newer than every pod of the new one."""
+    directory = tmp_path / "state"
+    directory.mkdir()
+    (directory / "started-pod-a").write_text(f"0000-another-boot {10**18}\n")
+    old = StateStore(directory, pod_uid="pod-a")
+    new = StateStore(directory, pod_uid="pod-b")
+    old.acquire(shared=True)
+    try:
+        new.acquire(shared=True)
+        try:
+            assert new.newer_instance() is None
+            assert old.newer_instance() is not None
+            boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+            assert (directory / "started-pod-a").read_text().split()[0] == boot
+        finally:
+            new.release()
+    finally:
+        old.release()
+
+
+def test_pods_start_records_are_bounded_and_hostile_ones_ignored(tmp_path: Path) -> None:
+    """Each pod that ran leaves ``started-<pod UID>``: records of another boot or that do not
+    read as one are removed, and past the newest 16 the oldest go (a surge has two live
+    pods); a hostile record never orders this pod."""
+    directory = tmp_path / "state"
+    directory.mkdir()
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    for i in range(20):
+        (directory / f"started-pod-{i:02}").write_text(f"{boot} {i + 1}\n")
+    (directory / "started-pod-other").write_text(f"0000-another-boot {10**9}\n")
+    (directory / "started-pod-junk").write_bytes(b"\xff" * 100)
+    (directory / "started-pod-me").write_text(f"{boot} {'9' * 40}\n")  # hostile: not a time
+    store = StateStore(directory, pod_uid="pod-me")
+    store.acquire(shared=True)
+    try:
+        left = sorted(n for n in os.listdir(directory) if n.startswith("started-"))
+        assert "started-pod-other" not in left and "started-pod-junk" not in left
+        assert "started-pod-me" in left and len(left) == 16
+        assert [f"started-pod-{i:02}" for i in range(5, 20)] == left[:15]  # the oldest went
+        # Its own record, rewritten: now on the boot clock, not the hostile number.
+        _, ns = (directory / "started-pod-me").read_text().split()
+        assert int(ns) <= boot_clock()
+    finally:
+        store.release()
+
+
+def test_a_holder_number_is_above_every_wall_clock_holder(tmp_path: Path) -> None:
+    """rules: limits.one-writer: a build that named holders by the wall clock
+    (``holder-<pid>-<time.time_ns()>``) is older than this one, however its clock ran: this
+    instance does not stand by for it, and its number is above every such time, so that
+    build's instance (comparing numbers) stands by for this one."""
+    directory = tmp_path / "state"
+    directory.mkdir()
+    ahead = time.time_ns() + 10 * 365 * 86400 * 10**9  # a wall clock ten years ahead
+    fd = os.open(directory / f"holder-1-{ahead}", os.O_RDWR | os.O_CREAT, 0o600)
+    store = StateStore(directory, pod_uid="pod-new")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        store.acquire(shared=True)
+        assert store.newer_instance() is None
+        mine = [n for n in os.listdir(directory) if n.startswith("holder-")
+                and n != f"holder-1-{ahead}"]
+        assert len(mine) == 1 and int(mine[0].rsplit("-", 1)[1]) > ahead
+    finally:
+        store.release()
+        os.close(fd)
+
+
+def test_a_holder_file_removed_under_its_instance_is_made_again_when_asked(
+        tmp_path: Path) -> None:
+    """Someone removes the newer instance's holder file (a cleanup of the state directory):
+    the older cannot see it any more, so the newer makes it again the next time it asks
+    whether it is the newest, keeping its place."""
+    directory = tmp_path / "state"
+    old, new = StateStore(directory, pod_uid="pod-a"), StateStore(directory, pod_uid="pod-b")
+    old.acquire(shared=True)
+    before = set(os.listdir(directory))
+    new.acquire(shared=True)
+    try:
+        (holder,) = [n for n in set(os.listdir(directory)) - before if n.startswith("holder-")]
+        os.unlink(directory / holder)
+        assert old.newer_instance() is None  # it cannot know
+        assert new.newer_instance() is None
+        assert (directory / holder).exists()
+        assert old.newer_instance() is not None
+    finally:
+        new.release()
+        old.release()
+
+
+@pytest.mark.parametrize("size", [128, 129])
+def test_a_pods_start_record_is_read_up_to_128_bytes(tmp_path: Path, size: int) -> None:
+    """A ``started-<pod UID>`` record is read bounded: up to 128 bytes it is the pod's start
+    (kept), longer it is not one (the start is taken again, now)."""
+    directory = tmp_path / "state"
+    directory.mkdir()
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    text = f"{boot} 12345"
+    (directory / "started-pod-a").write_text(text + " " * (size - len(text) - 1) + "\n")
+    store = StateStore(directory, pod_uid="pod-a")
+    store.acquire(shared=True)
+    try:
+        (holder,) = [n for n in os.listdir(directory) if n.startswith("holder-")]
+        kept = int(holder.rsplit("-", 1)[1]) == HOLDER_EPOCH + 12345
+        assert kept == (size <= 128)
+    finally:
         store.release()

@@ -230,3 +230,130 @@ def test_the_daemonset_upgrades_with_a_surge_in_seamless_mode() -> None:
     env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
            for e in container["env"]}
     assert env["POD_UID"] == "metadata.uid"
+
+
+# -- which instance is the newer: the pod's start, on a clock that cannot step back --------------
+# rules: limits.one-writer
+
+
+def test_the_old_pods_restarted_container_stays_the_older_instance(
+        make_plugin: Callable[..., Plugin]) -> None:
+    """The old pod's container restarting during a surge (a crash, a failed liveness probe) is a
+    new process of the same pod: it stays the older instance, so the new pod keeps writing and
+    stays ready, and the rollout goes on."""
+    old = make_plugin(start=False, pod_uid=OLD)
+    new = make_plugin(start=False, pod_uid=NEW)
+    restarted: Plugin | None = None
+    try:
+        old.load()
+        new.load()
+        assert old.superseded() is not None and new.superseded() is None
+        old.stop()  # the old container ends; the kubelet starts it again in the same pod
+        restarted = make_plugin(start=False, pod_uid=OLD)
+        restarted.load()
+        assert new.superseded() is None, "the restarted old container took over the writing"
+        assert restarted.superseded() is not None
+    finally:
+        for p in (restarted, new, old):
+            if p is not None:
+                p.stop()
+
+
+def test_a_wall_clock_stepped_back_leaves_the_later_instance_the_newer(
+        make_plugin: Callable[..., Plugin], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old pod started while the wall clock was an hour ahead (NTP stepped it back since):
+    the pod that started later is still the newer."""
+    old = make_plugin(start=False, pod_uid=OLD)
+    new = make_plugin(start=False, pod_uid=NEW)
+    try:
+        real = time.time_ns
+        with monkeypatch.context() as m:
+            m.setattr(time, "time_ns", lambda: real() + 3600 * 10**9)
+            old.load()
+        new.load()
+        assert new.superseded() is None, "the new pod stands by for the old one"
+        assert old.superseded() is not None
+    finally:
+        new.stop()
+        old.stop()
+
+
+def test_an_instance_started_later_is_newer_than_a_wall_clock_holder(
+        make_plugin: Callable[..., Plugin]) -> None:
+    """A holder named after the wall clock (``holder-<pid>-<time.time_ns()>``, as a build before
+    the boot clock wrote it), however late, is older than this build's instances; and this
+    build's holder number is above every such time, so an instance of that build stands by for
+    this one."""
+    import fcntl
+    import os
+
+    from liken_devices.plugin.state import _HOLDER_NAME
+
+    new = make_plugin(start=False, pod_uid=NEW)
+    state = new.config.state_dir
+    state.mkdir(parents=True)
+    planted = state / f"holder-1-{time.time_ns() + 3600 * 10**9}"
+    fd = os.open(planted, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, b"pid 1 on node in --seamless-upgrade mode\n")
+        new.load()
+        assert new.superseded() is None
+        mine = [n for n in os.listdir(state) if n.startswith("holder-") and n != planted.name]
+        assert len(mine) == 1
+        m = _HOLDER_NAME.fullmatch(mine[0])
+        assert m is not None and int(m.group(2)) > time.time_ns() + 3600 * 10**9
+    finally:
+        os.close(fd)
+        new.stop()
+
+
+# -- an instance that cannot write its holder file writes nothing the node shows ------------------
+
+
+@pytest.mark.root
+def test_a_state_without_free_blocks_still_orders_the_instances(
+        make_plugin: Callable[..., Plugin], tmp_path: Path) -> None:
+    """The state's filesystem has no block left: the new instance's holder file is made empty
+    (its name orders it and its lock proves it runs), so the old one knows it and stands by."""
+    from tests.support.smallfs import fill_blocks, small_tmpfs
+
+    with small_tmpfs(tmp_path / "full", size="64k", inodes=64) as fs:
+        old = make_plugin(start=False, pod_uid=OLD, state_dir=fs / "state")
+        new = make_plugin(start=False, pod_uid=NEW, state_dir=fs / "state")
+        try:
+            old.load()
+            fill_blocks(fs)
+            new.load()
+            assert old.superseded() is not None, "the old instance does not see the new one"
+            assert new.superseded() is None
+        finally:
+            new.stop()
+            old.stop()
+
+
+@pytest.mark.root
+def test_an_instance_that_cannot_make_its_holder_file_cannot_say_it_writes(
+        make_plugin: Callable[..., Plugin], tmp_path: Path) -> None:
+    """No inode left for the new instance's holder file: the old one cannot know it runs, so the
+    new one cannot claim to be the one writer; asked, it raises why (the agent then writes
+    nothing and is not ready), and tries again: once there is room it is the newer."""
+    from tests.support.smallfs import fill_inodes, small_tmpfs
+
+    with small_tmpfs(tmp_path / "full", size="256k", inodes=64) as fs:
+        old = make_plugin(start=False, pod_uid=OLD, state_dir=fs / "state")
+        new = make_plugin(start=False, pod_uid=NEW, state_dir=fs / "state")
+        try:
+            old.load()
+            fillers = fill_inodes(fs)
+            new.load()
+            with pytest.raises(OSError, match="No space left on device"):
+                new.superseded()
+            assert old.superseded() is None  # it cannot know: it writes alone
+            for f in fillers[:4]:
+                f.unlink()
+            assert new.superseded() is None
+            assert old.superseded() is not None
+        finally:
+            new.stop()
+            old.stop()

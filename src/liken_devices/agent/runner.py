@@ -25,7 +25,9 @@ The rules of docs/rules/ (what a node publishes, uevents, delivery, the Machine,
   instance writes the slice, the Machine's status and the reconcile pass's CDI specs; the older
   stands by, checking every ``STANDBY_CHECK`` seconds whether the newer still runs
   (rules: limits.one-writer). Two writers that each restore their own view would rewrite the
-  slice tens of times a second.
+  slice tens of times a second. An instance that cannot tell whether it is the newest (its
+  holder file cannot be made, so the other one does not know it runs and writes) writes none of
+  them either, says why in /readyz, and asks again at every check.
 
 Watch threads (the slice, the Machine) and the machine side's line holder wake the loop through
 the pipe with a :class:`Wake` reason; SIGTERM does too, and the loop then stops everything it
@@ -205,6 +207,7 @@ class Agent:
         self._stopping = False
         self._overflow_said: int | None = None
         self._standby: str | None = None  # the newer instance of an upgrade that writes
+        self._blind: str | None = None  # why this instance cannot tell that it is the newest
         self._offline_status: dict[str, Any] | None = None
         self.inventory: Inventory | None = None
         # The last walk with what it was taken under (uevents seen, the facts, the spec), so the
@@ -269,9 +272,13 @@ class Agent:
         return True, f"ok: {self.walks} walks, {self.turns} turns of the loop"
 
     def readiness(self) -> tuple[bool, str]:
-        """/readyz: the first walk done, registered with the kubelet, the slice written."""
+        """/readyz: the first walk done, registered with the kubelet, the slice written, and
+        this instance able to tell whether it is the node's one writer."""
         if not self.ready.is_set():
             return False, "the first walk has not finished"
+        blind = self._blind
+        if blind is not None:
+            return False, blind
         plugin = self.plugin
         if plugin is not None and not plugin.registered:
             return False, "the kubelet has not registered the plugin"
@@ -480,15 +487,31 @@ class Agent:
 
     def _superseded(self) -> bool:
         """Whether a newer instance of a surge upgrade runs beside this one (the plugin's state
-        knows its holders), in which case this one writes nothing to the API server."""
+        knows its holders), in which case this one writes nothing to the API server. So does
+        an instance that cannot tell (rules: limits.one-writer): the plugin's check failing
+        (its holder file cannot be made, and the other instance, not knowing this one, writes)
+        is a standby with the reason in /readyz, asked again at every standby check."""
         check = getattr(self.plugin, "superseded", None)
-        newer = None
+        newer = blind = None
         if check is not None:
             try:
                 newer = check()
-            except Exception:
-                log.exception("cannot tell whether a newer instance runs; writing")
-        if newer != self._standby:
+            except Exception as exc:
+                blind = ("cannot tell whether this instance is the node's one writer: "
+                         f"{getattr(exc, 'strerror', None) or exc}; writing nothing the node "
+                         "shows until it can")
+                if blind != self._blind:
+                    log.error("%s (the slice, the Machine's status, the claims' CDI specs)",
+                              blind, exc_info=not isinstance(exc, OSError))
+        was_blind, self._blind = self._blind, blind
+        if blind is not None:
+            self._standby = blind
+            return True
+        if was_blind is not None and newer is None:
+            log.warning("this instance can tell again that it is the newest: it writes the "
+                        "slice, the Machine's status and the claims' CDI specs")
+            self._standby = None
+        elif newer != self._standby:
             if newer is not None:
                 log.info("a newer instance runs on this node (%s): it writes the slice, the "
                          "Machine's status and the claims' CDI specs; this one stands by until "

@@ -15,6 +15,11 @@ DNS_LABEL_MAX = 63  # a DNS label: a device name, a driver's or an attribute dom
 NAME_MAX = DNS_LABEL_MAX  # a name stops at 63 characters (rules: names.cut)
 VALUE_MAX = 64  # bytes in a string attribute value (rules: attributes.bounded)
 MAX_ATTRIBUTES = 32  # attributes (and capacities) per device (rules: attributes.bounded)
+# Storage roles in init's facts: more make the facts unreadable (rules: hardware.facts-fail-closed),
+# and the stamp that lets a prepare reuse the last walk covers every one of them
+# (rules: delivery.fresh-walk). One number for both, so a role the reader reads is never one the
+# stamp leaves out.
+MAX_ROLES = 1024
 
 
 def slice_name(node: str, driver: str = DRIVER) -> str:

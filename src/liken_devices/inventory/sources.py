@@ -19,6 +19,7 @@ from ..sysfs.reader import ReaderMemo, read_sysfs
 from .attributes import AttributeMemo
 from .catalogs import Catalogs
 from .context import Context
+from .limits import MAX_ROLES
 from .model import NO_CLAIMS, Claimed, Facts, Inventory, MachineSpec
 from .policy import build_inventory
 
@@ -27,7 +28,6 @@ from .policy import build_inventory
 # "dm-0", "cciss!c0d0p1"); "/dev/" written in front is tolerated.
 PARTITION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.!+:-]{0,30}")  # fullmatch
 MAX_FACT_BYTES = 64
-MAX_ROLES = 1024
 
 
 class FactsUnreadable(Exception):
@@ -95,11 +95,16 @@ def _role_partition(role: Path) -> str:
 FactsStamp = tuple[tuple[str, int, int, int, int] | tuple[str, str], ...]
 
 
-def facts_stamp(root: Path | None, limit: int = 256) -> FactsStamp:
+def facts_stamp(root: Path | None) -> FactsStamp:
     """What changes when init's facts change: inode, mode, size and mtime of the root, of
     ``storage/``, and of each role's directory and ``device`` file (links followed and not), or
     the error met. Two equal stamps mean the facts read the same, so a walk taken under the
-    first still holds (the kubelet plugin reuses it instead of walking again)."""
+    first still holds (the kubelet plugin reuses it instead of walking again).
+
+    It covers every role :func:`read_facts` accepts (``MAX_ROLES``, one number in
+    ``limits.py``): a role it left out could move onto an offered disk unseen
+    (rules: delivery.fresh-walk). Past that number the reader refuses the facts whatever the roles
+    hold, so the stamp notes only how many there are."""
     out: list[tuple[str, int, int, int, int] | tuple[str, str]] = []
     if root is None:
         return ()
@@ -116,9 +121,12 @@ def facts_stamp(root: Path | None, limit: int = 256) -> FactsStamp:
     for path in (root, storage):
         note(path)
     try:
-        roles = sorted(os.listdir(storage))[:limit]
+        roles = sorted(os.listdir(storage))
     except OSError:
         roles = []
+    if len(roles) > MAX_ROLES:
+        out.append((str(storage), f"{len(roles)} roles"))
+        return tuple(out)
     for role in roles:
         for path in (storage / role, storage / role / "device"):
             note(path, follow=False)

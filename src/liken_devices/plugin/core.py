@@ -193,7 +193,8 @@ class Plugin:
         self._kube = kube_client
         self.on_release = on_release
         self._lock = threading.Lock()
-        self._state = StateStore(config.state_dir, config.cdi_dir, config.node)
+        self._state = StateStore(config.state_dir, config.cdi_dir, config.node,
+                                 pod_uid=config.pod_uid)
         self._health = _Health()
         self._servers: Any = None
         self._stopping = threading.Event()
@@ -280,7 +281,9 @@ class Plugin:
 
     def superseded(self) -> str | None:
         """In a seamless upgrade, the newer instance beside this one (its holder's words), whose
-        walk the node's API objects show; None when this instance is the newest or alone."""
+        walk the node's API objects show; None when this instance is the newest or alone.
+        :class:`~.state.HolderMissing` when it cannot tell: its holder file cannot be made, so
+        the other instance does not know it runs (rules: limits.one-writer)."""
         return self._state.newer_instance()
 
     @property

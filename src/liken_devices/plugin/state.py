@@ -30,9 +30,18 @@ Locks live in the state directory (``flock``, released by the kernel when the pr
 * ``write.lock``, held around every read-modify-write of the state and the specs, so the two
   instances of an upgrade write one at a time and each sees the other's last write.
 
-The holder files also say which instance of an upgrade is the newer (its name carries when it
-started): the agent writes the API's objects only from the newest live instance
-(:meth:`StateStore.newer_instance`; rules: limits.one-writer).
+The holder files also say which instance of an upgrade is the newer, and that is what the node's
+one writer rests on (rules: limits.one-writer): the agent writes the API's objects and the
+reconcile pass's specs only from the newest live instance (:meth:`StateStore.newer_instance`). A
+holder's name carries its pod's start on ``CLOCK_BOOTTIME``, which no one steps back (the wall
+clock can be, by NTP or by hand), and the start of the pod rather than of the process: the pod's
+first instance writes it to ``started-<pod UID>`` (with the boot's id), and a restarted container
+of that pod takes it from there, so the old pod restarting mid-rollout stays the older. An
+instance in ``--seamless-upgrade`` mode whose holder file cannot be made (no inode left, an I/O
+error) is invisible to the other instance, which then writes; so it cannot tell that it is the
+newest, and :meth:`StateStore.newer_instance` raises :class:`HolderMissing` (and tries again each
+time it is asked) instead of answering "none". A holder file whose words cannot be written (no
+block left) is kept empty: its name and its lock are what order and prove it.
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ from ..sysfs.model import DevNode
 from ..terminal import clean
 from . import cdi
 from .cdi import SpecError
+from .claimref import parse_uid
 from .claims import ClaimError, check_ref
 
 if TYPE_CHECKING:
@@ -73,6 +83,16 @@ HOLDER_PREFIX = "holder-"
 MAX_HOLDERS = 16  # holder files read for a refusal message; an upgrade has two
 MAX_NAME_BYTES = 512
 WRITE_LOCK = "write.lock"
+# started-<pod UID>: "<boot id> <ns since boot>" of the pod's first instance (a restarted
+# container of the pod keeps its place in the order of instances).
+STARTED_PREFIX = "started-"
+MAX_STARTED_BYTES = 128
+MAX_STARTED = 16  # pods' records kept; a surge upgrade has two live pods
+# A holder's number is this plus the pod's start in ns on CLOCK_BOOTTIME: above every
+# time.time_ns() (a build that named holders by the wall clock), so such a build's instance
+# stands by for this one, and this one counts it as older. Still 20 digits for a century of uptime.
+HOLDER_EPOCH = 10**19
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 VERSION = 1
 STATE_MODE = 0o600  # claim names and namespaces: root's business only
 DIR_MODE = 0o700
@@ -83,7 +103,8 @@ MAX_HOLDER_BYTES = 4096
 # kubelet's 45 s per call, and far more than one prepare takes (docs/performance.md).
 WRITE_LOCK_WAIT = 20.0
 
-# A holder file's name: the pid and time.time_ns() of the instance's start.
+# A holder file's name: the pid and HOLDER_EPOCH + the pod's start on CLOCK_BOOTTIME (a build
+# before it: time.time_ns() of the instance's start, always smaller).
 _HOLDER_NAME = re.compile(HOLDER_PREFIX + r"([0-9]{1,10})-([0-9]{1,20})")
 
 # A USB interface as the kernel names it ("1-2:1.0", "3-1.4.2:1.1"): written to drivers_probe.
@@ -100,6 +121,11 @@ class StateBusy(InputError):
 
 class StateDirError(InputError):
     """A state directory that cannot be made or locked (exit 2, one line)."""
+
+
+class HolderMissing(OSError):
+    """This instance has no holder file (it cannot be made), so the other instance of an upgrade
+    cannot know it runs: it cannot tell whether it is the newest (rules: limits.one-writer)."""
 
 
 class StateLockTimeout(OSError, InputError):
@@ -336,7 +362,7 @@ def holder_identity(shared: bool = False) -> str:
 
 
 def _holder_key(name: str) -> tuple[int, int] | None:
-    """When a holder file's instance started, as (time_ns, pid), or None for another name."""
+    """When a holder file's instance started, as (its number, pid), or None for another name."""
     m = _HOLDER_NAME.fullmatch(name)
     return (int(m.group(2)), int(m.group(1))) if m else None
 
@@ -362,6 +388,32 @@ def _live_holder(path: Path) -> str | None:
         os.close(fd)
 
 
+def boot_clock() -> int:
+    """Nanoseconds since boot, suspend included (``CLOCK_BOOTTIME``): one clock for every process
+    of the node, which only goes forward (the wall clock can be stepped back)."""
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+
+
+def boot_id() -> str:
+    """This boot's id (the kernel's random ``boot_id``): a start on the boot clock means nothing
+    in another boot."""
+    try:
+        return read_bounded(BOOT_ID, 64, follow_symlinks=True).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _parse_started(raw: bytes) -> tuple[str, int] | None:
+    """A ``started-*`` record's (boot id, ns since boot), or None (the file is hostile too)."""
+    try:
+        boot, ns = raw.decode("ascii").split()
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not re.fullmatch(r"[0-9a-f-]{1,64}", boot) or not re.fullmatch(r"[0-9]{1,19}", ns):
+        return None
+    return boot, int(ns)
+
+
 def _clean(text: str) -> str:
     """The holder's words as one printable line (the lock file is hostile input too)."""
     return clean(text.strip().splitlines()[0], 200) if text.strip() else ""
@@ -370,8 +422,10 @@ def _clean(text: str) -> str:
 class StateStore:
     """Claim UID -> :class:`PreparedClaim`, mirrored to ``<dir>/claims.json`` on every change."""
 
-    def __init__(self, directory: Path, cdi_dir: Path | None = None, node: str = "") -> None:
+    def __init__(self, directory: Path, cdi_dir: Path | None = None, node: str = "",
+                 pod_uid: str | None = None) -> None:
         self.directory = directory
+        self.pod_uid = pod_uid  # whose start orders this instance (seamless upgrade)
         self.path = directory / STATE_FILE
         self.cdi_dir = cdi_dir
         self.node = node
@@ -380,6 +434,9 @@ class StateStore:
         self._instance_fd: int | None = None
         self._holder_fd: int | None = None
         self._holder_path: Path | None = None
+        self._holder_error: str | None = None  # why the holder file could not be made
+        self._holder_errno = 0
+        self._start = 0  # HOLDER_EPOCH + the pod's start on the boot clock
         self._write_fd: int | None = None
         self.shared = False  # other instances write too (a seamless upgrade)
 
@@ -403,7 +460,6 @@ class StateStore:
         except BaseException:
             os.close(fd)
             raise
-        self._name_holder(shared)
         try:
             self._write_fd = _open_lock(self.directory / WRITE_LOCK)
         except BaseException:
@@ -411,28 +467,117 @@ class StateStore:
             raise
         self._instance_fd = fd
         self.shared = shared
+        try:
+            with self.write_lock():  # the other instance reads and sweeps the records too
+                self._start = HOLDER_EPOCH + self._pod_start()
+                self._name_holder()
+        except BaseException:
+            self.release()
+            raise
 
-    def _name_holder(self, shared: bool) -> None:
+    def _pod_start(self) -> int:
+        """When this instance's pod started, in ns on the boot clock: now for the pod's first
+        instance, which records it in ``started-<pod UID>``; a restarted container of the pod
+        reads it there (rules: limits.one-writer). Without a pod (the default mode), now."""
+        now = boot_clock()
+        if self.pod_uid is None or not self.shared:
+            return now
+        boot = boot_id()
+        record = self.directory / f"{STARTED_PREFIX}{parse_uid(self.pod_uid, 'pod UID')}"
+        try:
+            got = _parse_started(read_bounded(record, MAX_STARTED_BYTES))
+        except OSError:
+            got = None
+        if got is not None and boot and got[0] == boot and got[1] <= now:
+            start = got[1]
+        else:
+            start = now
+            try:
+                write_atomic(record, f"{boot} {now}\n".encode(), mode=STATE_MODE,
+                             dir_mode=DIR_MODE)
+            except OSError as e:
+                log.warning("cannot record this pod's start in %s (%s): if its container "
+                            "restarts while a newer pod runs, it will count as the newer",
+                            record, e.strerror or e)
+        self._sweep_started(boot, keep=record.name)
+        return start
+
+    def _sweep_started(self, boot: str, keep: str) -> None:
+        """Remove the pods' start records of other boots (or unreadable), and past the newest
+        ``MAX_STARTED`` the oldest: a live pod of a surge upgrade is one of the newest two."""
+        try:
+            names = [n for n in os.listdir(self.directory) if n.startswith(STARTED_PREFIX)]
+        except OSError:
+            return
+        kept: list[tuple[int, str]] = []
+        for name in names:
+            try:
+                got = _parse_started(read_bounded(self.directory / name, MAX_STARTED_BYTES))
+            except OSError:
+                got = None
+            if name != keep and (got is None or got[0] != boot):
+                with contextlib.suppress(OSError):
+                    (self.directory / name).unlink()
+            elif got is not None:
+                kept.append((got[1], name))
+        others = [name for _, name in sorted(kept, reverse=True) if name != keep]
+        for name in others[MAX_STARTED - 1:]:  # this pod's own record is one of those kept
+            with contextlib.suppress(OSError):
+                (self.directory / name).unlink()
+
+    def _name_holder(self) -> None:
         """Write this instance's holder file, locked for the process's life: made under a
         temporary name, locked, filled, then renamed into place, so no reader ever sees it
-        unlocked or empty. Without it a refusal names no one; nothing else depends on it."""
-        tmp = self.directory / f".{HOLDER_PREFIX}{os.getpid()}-{time.time_ns()}"
+        unlocked. A refusal names the holders, and in a seamless upgrade the holders are how
+        each instance knows the others and which one is the newest, the one writer
+        (rules: limits.one-writer): so when the file cannot be made, ``_holder_error`` says why
+        and :meth:`newer_instance` raises :class:`HolderMissing`. Words that cannot be written
+        (no block left) leave the file empty: its name orders it, its lock proves it runs."""
+        tmp = self.directory / f".{HOLDER_PREFIX}{os.getpid()}-{self._start}"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                          STATE_MODE)
-        except OSError:
+        except OSError as e:
+            self._holder_unmade(e)
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.write(fd, (holder_identity(shared) + "\n").encode())
+            try:
+                os.write(fd, (holder_identity(self.shared) + "\n").encode())
+            except OSError as e:
+                log.warning("this instance's holder file %s is kept without its words: %s",
+                            tmp.name[1:], e.strerror or e)
             final = self.directory / tmp.name[1:]
             os.rename(tmp, final)
-        except OSError:
+        except OSError as e:
             os.close(fd)
             with contextlib.suppress(OSError):
                 tmp.unlink()
+            self._holder_unmade(e)
             return
-        self._holder_fd, self._holder_path = fd, final
+        if self._holder_error is not None:
+            log.warning("this instance's holder file %s is made at last", final)
+        self._holder_fd, self._holder_path, self._holder_error = fd, final, None
+
+    def _holder_unmade(self, e: OSError) -> None:
+        why = e.strerror or str(e)
+        if why != self._holder_error:
+            log.error("cannot make this instance's holder file in %s: %s%s", self.directory, why,
+                      "; writing nothing the node shows until it is made (docs/plugin.md, "
+                      "\"Upgrades\")" if self.shared else "")
+        self._holder_error = why
+        self._holder_errno = e.errno or errno.EIO
+
+    def _holder_in_place(self) -> bool:
+        """Whether this instance's holder file is still the one at its name (someone may have
+        removed it: then the other instance cannot see this one)."""
+        if self._holder_path is None or self._holder_fd is None:
+            return False
+        try:
+            return os.stat(self._holder_path, follow_symlinks=False).st_ino == \
+                os.fstat(self._holder_fd).st_ino
+        except OSError:
+            return False
 
     def live_holders(self) -> list[str]:
         """The holder files of the instances that still run (those of dead ones removed)."""
@@ -444,15 +589,27 @@ class StateStore:
         for name in names[:MAX_HOLDERS]:
             words = _live_holder(self.directory / name)
             if words is not None and self._holder_path != self.directory / name:
-                out.append(words)
+                out.append(words or name)  # a holder kept without its words (a full disk)
         return out
 
     def newer_instance(self) -> str | None:
         """In a seamless upgrade, the words of a live instance that started after this one
-        (the newest such), else None: alone, not sharing, or the newest."""
-        mine = _holder_key(self._holder_path.name) if self._holder_path is not None else None
-        if not self.shared or mine is None:
+        (the newest such), else None: alone, not sharing, or the newest. :class:`HolderMissing`
+        when this instance has no holder file (made again here first): the other instance
+        cannot know it runs, so this one cannot tell that it is the newest."""
+        if not self.shared or self._instance_fd is None:
             return None
+        if not self._holder_in_place():
+            # Not under write.lock: a flock belongs to the open file, so taking it here (the
+            # agent's thread) while a prepare holds it would release it on leaving. Making
+            # the holder needs no lock: its temporary name is this process's own.
+            self._drop_holder()
+            self._name_holder()
+        mine = _holder_key(self._holder_path.name) if self._holder_path is not None else None
+        if mine is None:
+            raise HolderMissing(self._holder_errno, f"this instance's holder file cannot be "
+                                f"made in {self.directory} ({self._holder_error}), so the other "
+                                "instance cannot know it runs")
         try:
             names = os.listdir(self.directory)
         except OSError:
@@ -476,16 +633,22 @@ class StateStore:
         return (f"the plugin state {self.directory} is locked {who}: another liken-devices "
                 "plugin or run serves this node")
 
-    def release(self) -> None:
-        if self._holder_path is not None:
+    def _drop_holder(self) -> None:
+        if self._holder_path is not None and self._holder_in_place():
             with contextlib.suppress(OSError):
                 self._holder_path.unlink()
-        for fd in (self._write_fd, self._holder_fd, self._instance_fd):
+        if self._holder_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._holder_fd)
+        self._holder_fd = self._holder_path = None
+
+    def release(self) -> None:
+        self._drop_holder()
+        for fd in (self._write_fd, self._instance_fd):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self._write_fd = self._holder_fd = self._instance_fd = None
-        self._holder_path = None
+        self._write_fd = self._instance_fd = None
 
     @contextlib.contextmanager
     def write_lock(self, wait: float = WRITE_LOCK_WAIT) -> Iterator[None]:
@@ -531,6 +694,7 @@ class StateStore:
         and remove the specs of claims nobody knows."""
         with self.write_lock():
             for directory, prefix in ((self.directory, STATE_FILE),
+                                      (self.directory, STARTED_PREFIX),
                                       (self.cdi_dir, cdi.SPEC_PREFIX)):
                 if directory is not None:
                     for name in sweep_temp(directory, prefix):
