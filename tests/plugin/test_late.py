@@ -1,13 +1,13 @@
 """A late Bluetooth registrant is reported, not hidden (rules: bluetooth.late-registrant).
 
 The real inventory over a built tree, the real plugin over gRPC (the kubelet's health stream),
-real CDI specs on disk. A keyboard plugged in after the Bluetooth claim's container started takes
-the lowest free event number, which the container already holds: the Bluetooth device turns
-unhealthy on the health stream, one log line and the metric name the number and its owner, and
-``claims`` shows it; once the container restarts with the current set (the runtime reads the
-rewritten spec for it) the device is healthy again. The runtime's read of a spec at a container's
-start is stood in for by the access time it leaves (``os.utime``, a second or more after the
-write).
+real CDI specs on disk, the pod's status in the loopback API server. A keyboard plugged in after
+the Bluetooth claim's container started takes the lowest free event number, which the container
+already holds: the Bluetooth device turns unhealthy on the health stream, one log line and the
+metric name the number and its owner, and ``claims`` shows it. It is healthy again only once the
+kubelet records that the claim's container restarted after the spec without the number was
+written (the pod's ``status.containerStatuses[].state.running.startedAt``, a pod the claim's
+``status.reservedFor`` names); a read of the spec, or any other file time, changes nothing.
 """
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ import json
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from liken_devices.agent.metrics import AgentMetrics
 from liken_devices.cli import main
@@ -63,10 +66,42 @@ class Machine:
         return self.sources.walk(claimed=claimed)
 
 
-def container_starts(cdi_dir: Path, uid: str) -> None:
-    """The runtime reads the claim's spec to start its container, two seconds after the write."""
-    st = os.stat(spec_path(cdi_dir, uid))
-    os.utime(spec_path(cdi_dir, uid), ns=(st.st_mtime_ns + 2_000_000_000, st.st_mtime_ns))
+def spec_read(cdi_dir: Path, uid: str) -> None:
+    """Someone reads the claim's spec, as podman does for every CDI spec whenever it creates any
+    container: its access time moves, two seconds and more after the write."""
+    path = spec_path(cdi_dir, uid)
+    path.read_bytes()
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_mtime_ns + 2_000_000_000, st.st_mtime_ns))
+
+
+def rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def run_pod(api: FakeApiServer, claim: tuple[str, str, str], started: float,
+            restarts: int = 0, pod: str = "bt-pod") -> None:
+    """The claim's pod as the scheduler and the kubelet record it: the claim reserved for the
+    pod, the pod's container (which uses the claim) running since ``started``."""
+    namespace, _, name = claim
+    obj = api.get_object("pods", pod, namespace)
+    if obj is None:
+        obj = api.add_pod(namespace, pod, node=NODE)
+        obj["spec"]["resourceClaims"] = [{"name": "radio", "resourceClaimName": name}]
+        obj["spec"]["containers"][0]["resources"] = {"claims": [{"name": "radio"}]}
+        obj["spec"]["containers"].append({"name": "sidecar", "image": "x"})
+    obj["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "c", "restartCount": restarts, "ready": True, "image": "x", "imageID": "",
+         "state": {"running": {"startedAt": rfc3339(started)}}},
+        # A container that does not use the claim holds none of its nodes.
+        {"name": "sidecar", "restartCount": 0, "ready": True, "image": "x", "imageID": "",
+         "state": {"running": {"startedAt": rfc3339(started - 3600)}}}]}
+    api.put_object("pods", obj)
+    rc = api.get_object("resourceclaims", name, namespace)
+    assert rc is not None
+    rc["status"]["reservedFor"] = [{"resource": "pods", "name": pod,
+                                    "uid": obj["metadata"]["uid"]}]
+    api.put_object("resourceclaims", rc)
 
 
 def late_metric(metrics: AgentMetrics) -> float:
@@ -132,9 +167,10 @@ def test_a_late_registrant_is_reported_until_the_container_restarts(
         claim = new_claim(api, [RADIO])
         uid = claim[1]
         assert k.prepare([claim])[uid].error == ""
+        run_pod(api, claim, time.time())
         threading.Thread(target=watch, daemon=True).start()
         health_becomes(1)
-        container_starts(config.cdi_dir, uid)
+        spec_read(config.cdi_dir, uid)
         plugin.reconcile(m.walk(claimed=plugin.claimed()))
         health_becomes(1)
         assert late_metric(metrics) == 0
@@ -171,9 +207,25 @@ def test_a_late_registrant_is_reported_until_the_container_restarts(
                   for n in d["containerEdits"]["deviceNodes"] if n.get("major") == 13}
         assert 69 not in minors and 70 in minors
 
-        # The container restarts with the current set; a restart sends no uevent, so no walk
-        # comes: the health stream's next message sees it.
-        container_starts(config.cdi_dir, uid)
+        # Podman creates another container with a CDI device and reads every spec; relatime
+        # moves the access time once a day anyway: nothing the kubelet or the runtime did for
+        # this claim's container. The device stays unhealthy through walks and heartbeats.
+        written = time.time()
+        spec_read(config.cdi_dir, uid)
+        for _ in range(2):
+            plugin.reconcile(m.walk(claimed=plugin.claimed()))
+            plugin.recheck_late()
+        health_becomes(2)
+        assert late_metric(metrics) == 1
+        # A restart the kubelet records too soon after the write proves nothing either (the
+        # runtime may have created the container from the old spec a moment before).
+        run_pod(api, claim, written, restarts=1)
+        plugin.recheck_late()
+        health_becomes(2)
+        # The kubelet records the container's restart after the spec without 13:69 was
+        # written; a restart sends no uevent, so no walk comes: the health stream's next
+        # message sees it.
+        run_pod(api, claim, written + 3, restarts=2)
         health_becomes(1)
         assert late_metric(metrics) == 0
         device = claims()
@@ -209,3 +261,145 @@ def test_explain_reads_the_plugins_state_only_when_it_may(
     text = capsys.readouterr().out
     assert "usb 1-8:1.0 [btusb]: published as usb-1-8-1-0" in text
     assert "The kubelet plugin's state cannot be read" in " ".join(text.split())
+
+
+# -- the class: no file time is a signal -----------------------------------------------------------
+
+# Every file and directory of the plugin's a reader or a clock could touch.
+TOUCHED = ("spec", "cdi-dir", "state", "state-dir", "names")
+FILE_TIMES = st.lists(st.tuples(st.sampled_from(TOUCHED), st.booleans(),
+                                st.integers(-(2**33), 2**33), st.integers(-(2**33), 2**33)),
+                      min_size=1, max_size=6)
+
+
+def touch(config: Any, uid: str, ops: list[tuple[str, bool, int, int]]) -> None:
+    """Read each file (a reader's atime), then set its access and modification times to any
+    offset (seconds) from now, past or future: what relatime, podman, a backup or ``touch``
+    may leave."""
+    paths = {"spec": spec_path(config.cdi_dir, uid), "cdi-dir": config.cdi_dir,
+             "state": config.state_dir / "claims.json", "state-dir": config.state_dir,
+             "names": config.state_dir / "names" / uid}
+    now = time.time_ns()
+    for what, read, atime, mtime in ops:
+        path = paths[what]
+        if read and path.is_file():
+            path.read_bytes()
+        os.utime(path, ns=(max(now + atime * 10**9, 0), max(now + mtime * 10**9, 0)))
+
+
+def test_no_file_time_changes_the_verdict(
+        api: FakeApiServer, kube: Any, tmp_path: Path, sockdir: Path) -> None:
+    """rules: bluetooth.late-registrant. Over generated reads and times of the spec, the CDI
+    dir, the state and its directory, with walks and health messages between: a late
+    registrant stays unhealthy until the kubelet records the restart, and healthy after it."""
+    m = Machine(tmp_path / "m")
+    config = make_config(tmp_path, sockdir, sysfs=m.sources.sysfs)
+    plugin = Plugin(config, m.walk, kube)
+    plugin.start()
+    k = TestKubelet(config.registration_socket)
+    k.register()
+
+    def verdict(ops: list[tuple[str, bool, int, int]]) -> bool:
+        touch(config, uid, ops)
+        plugin.reconcile(m.walk(claimed=plugin.claimed()))
+        plugin.recheck_late()
+        (state,) = plugin.health()[1]
+        return state.healthy
+
+    try:
+        claim = new_claim(api, [RADIO])
+        uid = claim[1]
+        assert k.prepare([claim])[uid].error == ""
+        run_pod(api, claim, time.time())
+        m.plug_keyboard()
+        plugin.reconcile(m.walk(claimed=plugin.claimed()))
+        written = time.time()
+
+        @settings(max_examples=60, deadline=None, database=None)
+        @given(FILE_TIMES)
+        def stays_unhealthy(ops: list[tuple[str, bool, int, int]]) -> None:
+            assert verdict(ops) is False
+
+        stays_unhealthy()
+        run_pod(api, claim, written + 3, restarts=1)
+        assert verdict([("spec", False, 0, 0)]) is True
+
+        @settings(max_examples=60, deadline=None, database=None)
+        @given(FILE_TIMES)
+        def stays_healthy(ops: list[tuple[str, bool, int, int]]) -> None:
+            assert verdict(ops) is True
+
+        stays_healthy()
+    finally:
+        k.close()
+        plugin.stop()
+
+
+def test_a_claim_prepared_again_keeps_what_its_running_container_holds(
+        api: FakeApiServer, kube: Any, tmp_path: Path, sockdir: Path) -> None:
+    """rules: bluetooth.late-registrant. The kubelet prepares a prepared claim again when it
+    restarts; the running container still holds the number, so the device stays unhealthy."""
+    m = Machine(tmp_path / "m")
+    config = make_config(tmp_path, sockdir, sysfs=m.sources.sysfs)
+    plugin = Plugin(config, m.walk, kube)
+    plugin.start()
+    k = TestKubelet(config.registration_socket)
+    k.register()
+    try:
+        claim = new_claim(api, [RADIO])
+        assert k.prepare([claim])[claim[1]].error == ""
+        run_pod(api, claim, time.time())
+        m.plug_keyboard()
+        plugin.reconcile(m.walk(claimed=plugin.claimed()))
+        assert plugin.health()[1][0].healthy is False
+        assert k.prepare([claim])[claim[1]].error == ""  # the kubelet restarted
+        plugin.reconcile(m.walk(claimed=plugin.claimed()))
+        assert plugin.health()[1][0].healthy is False
+        assert 69 in plugin.prepared()[claim[1]].started[RADIO]
+    finally:
+        k.close()
+        plugin.stop()
+
+
+POD_CLAIM = {"spec": {"resourceClaims": [{"name": "radio", "resourceClaimName": "bt"}],
+                      "initContainers": [{"name": "sidecar", "restartPolicy": "Always",
+                                          "resources": {"claims": [{"name": "radio"}]}}],
+                      "containers": [{"name": "app", "resources": {"claims": [{"name": "radio"}]}},
+                                     {"name": "other"}]}}
+
+
+def status(**states: Any) -> dict[str, Any]:
+    def st_(name: str, state: Any) -> dict[str, Any]:
+        return {"name": name, "state": state}
+    init = [st_("sidecar", states.pop("sidecar"))] if "sidecar" in states else []
+    return {"initContainerStatuses": init,
+            "containerStatuses": [st_(n, s) for n, s in states.items()]}
+
+
+def test_the_running_containers_that_use_the_claim_decide() -> None:
+    """rules: bluetooth.late-registrant. The containers that name the claim (through the pod's
+    claim name), init sidecars among them; a waiting or terminated one holds no node; a running
+    one whose start cannot be read gives no verdict; a claim reserved for anything but pods
+    gives none either."""
+    from liken_devices.plugin.late import claim_starts, reserved_pods, restarted_since
+
+    running = {"running": {"startedAt": "2026-12-04T01:00:10Z"}}
+    old = {"running": {"startedAt": "2026-12-04T00:00:00Z"}}
+    pod = {**POD_CLAIM, "status": status(sidecar=running, app=running, other=old)}
+    starts = claim_starts(pod, "bt")
+    assert starts is not None and len(starts) == 2  # "other" does not use the claim
+    t = 1_796_346_000.0  # 2026-12-04T01:00:00Z
+    assert restarted_since(starts, t) and not restarted_since(starts, t + 9)
+    pod = {**POD_CLAIM, "status": status(sidecar=running, app={"waiting": {}},
+                                         other={"terminated": {}})}
+    assert claim_starts(pod, "bt") == [t + 10]
+    pod = {**POD_CLAIM, "status": status(app={"running": {"startedAt": "yesterday"}})}
+    assert claim_starts(pod, "bt") is None
+    # A pod that does not say which containers use it: all of its running ones.
+    assert claim_starts({"status": status(a=running, b=old)}, "bt") == [t + 10, t - 3600]
+    assert reserved_pods({"status": {}}) == []
+    assert reserved_pods({"status": {"reservedFor": [
+        {"resource": "pods", "name": "p", "uid": "u"}]}}) == [("p", "u")]
+    assert reserved_pods({"status": {"reservedFor": [
+        {"apiGroup": "batch", "resource": "jobs", "name": "j", "uid": "u"}]}}) is None
+    assert reserved_pods({"status": {"reservedFor": "x"}}) is None
