@@ -129,6 +129,23 @@ class TestKubelet:
         assert set(resp.claims) == uids, "every requested claim must have an entry"
         return {uid: r.error for uid, r in resp.claims.items()}
 
+    def watch_health_messages(self, timeout: float = 30.0
+                              ) -> Iterator[list[tuple[str, str, int, str]]]:
+        """The health stream with each device's message: [(pool, device, health, message)]."""
+        assert self.info is not None
+        stub = health_v1alpha1_pb2_grpc.DRAResourceHealthStub(self._channel)
+        stream = stub.NodeWatchResources(health_v1alpha1_pb2.NodeWatchResourcesRequest(),
+                                          timeout=timeout)
+        try:
+            for msg in stream:
+                yield [(d.device.pool_name, d.device.device_name, d.health, d.message)
+                       for d in msg.devices]
+        except grpc.RpcError as e:
+            if e.code() not in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise
+        finally:
+            stream.cancel()
+
     def watch_health(self, timeout: float = 30.0) -> Iterator[list[tuple[str, str, int]]]:
         """The health stream: each message as [(pool, device, health)], health 1 ok, 2 bad."""
         assert self.info is not None

@@ -126,10 +126,13 @@ def test_a_late_registrant_is_reported_until_the_container_restarts(
     messages: list[list[tuple[str, str, int]]] = []
     seen = threading.Condition()
 
+    said: list[str] = []  # the health stream's message for the radio
+
     def watch() -> None:
-        for msg in k.watch_health(timeout=60):
+        for msg in k.watch_health_messages(timeout=60):
             with seen:
-                messages.append(msg)
+                messages.append([(p, d, h) for p, d, h, _ in msg])
+                said.append(msg[0][3])
                 seen.notify_all()
 
     def health_becomes(value: int) -> None:
@@ -155,7 +158,7 @@ def test_a_late_registrant_is_reported_until_the_container_restarts(
                      "-o", "json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert doc["pluginState"] == {"read": True, "error": None}
-        got = [(x["minor"], x["owner"], x["claim"])
+        got = [(x["minor"], x["ownerDevice"], x["claim"])
                for x in doc["lateRegistrants"].get(RADIO, [])]
         assert set(doc["lateRegistrants"]) <= {RADIO}
         monkeypatch.setenv("COLUMNS", "400")  # one line each, whatever the terminal
@@ -183,24 +186,30 @@ def test_a_late_registrant_is_reported_until_the_container_restarts(
         lines = [r.getMessage() for r in caplog.records if "registered after" in r.getMessage()]
         assert lines == [
             f"claim default/{claim[2]}: Bluetooth device {RADIO} is unhealthy: 13:69 "
-            "(/dev/input/event5) is now the node of usb 1-2:1.0, registered after its container "
-            "started; the container can read it until it restarts with the current set"]
+            "(/dev/input/event5) is now the node of usb-1-2-1-0 (usb 1-2:1.0), registered after "
+            "its container started; the container can read it until it restarts with the "
+            "current set"]
+        # The health stream says the same, naming the owner by its device name.
+        assert said[-1] == ("late Bluetooth registrant: 13:69 (/dev/input/event5) is now the "
+                            "node of usb-1-2-1-0 (usb 1-2:1.0), registered after its container "
+                            "started")
         assert late_metric(metrics) == 1
         device = claims()
-        assert [(x["minor"], x["owner"]) for x in device["lateRegistrants"]] == [
-            (69, "usb 1-2:1.0")]
+        assert [(x["minor"], x["owner"], x["ownerDevice"])
+                for x in device["lateRegistrants"]] == [(69, "usb 1-2:1.0", "usb-1-2-1-0")]
         assert device["healthy"] is False
         # explain shows it as well: the number, its owner and the claim.
         late, text = explain()
-        assert late == [(69, "usb 1-2:1.0", f"default/{claim[2]}")]
+        assert late == [(69, "usb-1-2-1-0", f"default/{claim[2]}")]
         assert text == (f"  {RADIO} UNHEALTHY in claim default/{claim[2]}: 13:69 is "
-                        "/dev/input/event5, the node of usb 1-2:1.0, registered after the "
-                        "container started (it can read it until it restarts)")
+                        "/dev/input/event5, the node of usb-1-2-1-0 (usb 1-2:1.0), registered "
+                        "after the container started (it can read it until it restarts)")
         assert main(["claims", "--state-dir", str(config.state_dir), *machine_args]) == 0
         assert [line.strip() for line in capsys.readouterr().out.splitlines()
                 if "UNHEALTHY" in line] == [
-            "UNHEALTHY, late registrant: 13:69 is /dev/input/event5, the node of usb 1-2:1.0, "
-            "registered after the container started (it can read it until it restarts)"]
+            "UNHEALTHY, late registrant: 13:69 is /dev/input/event5, the node of usb-1-2-1-0 "
+            "(usb 1-2:1.0), registered after the container started (it can read it until it "
+            "restarts)"]
         # The next container gets the current set: 13:69 is out of the rewritten spec.
         spec = json.loads(spec_path(config.cdi_dir, uid).read_text())
         minors = {n["minor"] for d in spec["devices"]
@@ -227,6 +236,7 @@ def test_a_late_registrant_is_reported_until_the_container_restarts(
         # message sees it.
         run_pod(api, claim, written + 3, restarts=2)
         health_becomes(1)
+        assert said[-1] == "present"
         assert late_metric(metrics) == 0
         device = claims()
         assert device["lateRegistrants"] == [] and device["healthy"] is True
@@ -403,3 +413,27 @@ def test_the_running_containers_that_use_the_claim_decide() -> None:
     assert reserved_pods({"status": {"reservedFor": [
         {"apiGroup": "batch", "resource": "jobs", "name": "j", "uid": "u"}]}}) is None
     assert reserved_pods({"status": {"reservedFor": "x"}}) is None
+
+
+def test_a_late_registrant_is_named_by_its_owners_device(tmp_path: Path) -> None:
+    """The published device that delivers the number (the USB keyboard's interface), or, for a
+    board device the machine keeps, the name its device would have (rules: names.form)."""
+    from liken_devices.plugin.late import late_json, late_registrants
+
+    m = Machine(tmp_path / "m")
+    before = m.walk()
+    started = {RADIO: [n.minor for n in before.by_name()[RADIO].nodes if n.major == 13]}
+    assert started[RADIO] == list(range(69, 96))  # event0..4 are the laptop's keyboard's
+    assert late_registrants(started, before) == {}
+    m.plug_keyboard()
+    i8042 = "/devices/platform/i8042"
+    serio = m.b.device(i8042, "serio5", "serio", driver="atkbd")
+    inp = m.b.device(serio, "input10", "input", subdir="input")
+    m.b.node(inp, "input", "event6", 13, 70, devname="input/event6")
+    inv = m.walk()
+    got = {x.node.minor: late_json(x) for x in late_registrants(started, inv)[RADIO]}
+    assert {k: v["ownerDevice"] for k, v in got.items()} == {
+        69: "usb-1-2-1-0", 70: "platform-i8042"}
+    assert any(n.minor == 69 for n in inv.by_name()["usb-1-2-1-0"].nodes)
+    assert got[70]["why"] == ("13:70 is /dev/input/event6, the node of platform-i8042 "
+                              "(platform i8042)")

@@ -37,6 +37,7 @@ from typing import NamedTuple, Protocol
 
 from ..sysfs.model import DevNode, SysDevice
 from .model import LeftOut
+from .names import device_name
 
 # Misc minors 223 and 239 (the kernel's admin-guide/devices), and the evdev range.
 UINPUT = DevNode("uinput", "c", 10, 223)
@@ -179,7 +180,8 @@ def bluetooth_nodes(usbfs: DevNode | None, uhid: bool, events: Iterable[SysDevic
         owner = event_owner(dev, hardware, adapter)
         if owner is not None:
             taken[node.minor] = LeftOut(LEGACY_EVENTS[node.minor - LEGACY_EVENT_FIRST],
-                                        node.name, f"{owner.bus} {owner.address}")
+                                        node.name, f"{owner.bus} {owner.address}",
+                                        device_name(owner.bus, owner.address))
     nodes: list[DevNode] = [usbfs] if usbfs else []
     nodes.append(UINPUT)
     nodes.extend(n for n in LEGACY_EVENTS if n.minor not in taken)

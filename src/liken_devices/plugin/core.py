@@ -144,6 +144,7 @@ class DeviceHealthState:
     pool: str
     device: str
     healthy: bool
+    message: str = ""  # why, for the kubelet's health stream ("" : present or absent)
 
 
 @dataclass(slots=True)
@@ -820,6 +821,7 @@ class Plugin:
 
     def _update_health_locked(self) -> None:
         states: dict[tuple[str, str], bool] = {}
+        why: dict[tuple[str, str], str] = {}
         for uid in [k[0] for k in self._late if k[0] not in self._state.claims]:
             self._late = {k: v for k, v in self._late.items() if k[0] != uid}
         for uid in [u for u in self._written if u not in self._state.claims]:
@@ -830,7 +832,10 @@ class Plugin:
                 key = (claim.pool, n)
                 states[key] = states.get(key, True) and claim.present.get(n, False) \
                     and (uid, n) not in self._late
-        devices = tuple(DeviceHealthState(p, d, h) for (p, d), h in sorted(states.items()))
+                if claim.present.get(n, False) and self._late.get((uid, n)):
+                    why.setdefault(key, late.health_message(self._late[(uid, n)][0]))
+        devices = tuple(DeviceHealthState(p, d, h, "" if h else why.get((p, d), ""))
+                        for (p, d), h in sorted(states.items()))
         with self._health.cond:
             if devices != self._health.devices:
                 self._health.devices = devices

@@ -64,16 +64,43 @@ def valid_minor(minor: int) -> bool:
 def late_registrants(started: Mapping[str, Iterable[int]], inv: Inventory
                      ) -> dict[str, list[LeftOut]]:
     """Per Bluetooth device, the numbers its running container holds that the walk now leaves
-    out because another device registered them."""
+    out because another device registered them, each naming its owner's device: the published
+    device that delivers the number, else the name the owner's device has (a board device the
+    machine keeps: ``platform-i8042``)."""
     by_name = {d.name: d for d in inv.devices}
+    delivers: dict[int, str] = {}
+    for d in inv.devices:
+        for n in d.nodes:
+            if is_legacy_event(n) and UINPUT not in d.nodes:  # not a radio's fixed range
+                delivers.setdefault(n.minor, d.name)
     out: dict[str, list[LeftOut]] = {}
     for name, minors in sorted(started.items()):
         device = by_name.get(name)
         held = set(minors)
-        late = [x for x in (device.left_out if device else ()) if x.node.minor in held]
+        late = [x._replace(device=delivers.get(x.node.minor, x.device))
+                for x in (device.left_out if device else ()) if x.node.minor in held]
         if late:
             out[name] = late
     return out
+
+
+def owner_name(x: LeftOut) -> str:
+    """A late registrant's owner as the health stream, the log and ``explain`` name it: its
+    device's name, then the bus and address (``usb-1-2-1-0 (usb 1-2:1.0)``)."""
+    return f"{x.device} ({x.owner})" if x.device and x.device not in x.owner else x.owner
+
+
+def late_json(x: LeftOut) -> dict[str, object]:
+    """A late registrant in ``claims -o json`` and ``explain -o json``."""
+    return {**x.to_json(), "ownerDevice": x.device or None,
+            "why": f"{x.node.major}:{x.node.minor} is /dev/{x.host_name}, the node of "
+                   f"{owner_name(x)}"}
+
+
+def health_message(x: LeftOut) -> str:
+    """The health stream's message for a device unhealthy because of ``x``."""
+    return (f"late Bluetooth registrant: {x.node.major}:{x.node.minor} (/dev/{x.host_name}) is "
+            f"now the node of {owner_name(x)}, registered after its container started")
 
 
 def merge_started(old: Mapping[str, Iterable[int]], new: Mapping[str, Iterable[int]]
@@ -159,6 +186,7 @@ def restarted_since(starts: Iterable[float], written: float) -> bool:
 def late_line(namespace: str, name: str, device: str, x: LeftOut) -> str:
     """The log line (and the ``claims`` row) for one late registrant."""
     return (f"claim {namespace}/{name}: Bluetooth device {device} is unhealthy: "
-            f"{x.node.major}:{x.node.minor} (/dev/{x.host_name}) is now the node of {x.owner}, "
+            f"{x.node.major}:{x.node.minor} (/dev/{x.host_name}) is now the node of "
+            f"{owner_name(x)}, "
             "registered after its container started; the container can read it until it "
             "restarts with the current set")
