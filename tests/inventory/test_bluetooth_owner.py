@@ -99,8 +99,12 @@ def test_a_radio_of_unknown_address_leaves_no_proof(tmp_path: Path) -> None:
     assert x.owner == (f"a virtual input device whose phys {CLONE} is this adapter's address, "
                        f"but the address of Bluetooth adapter {SECOND} is unknown, so no claim "
                        "gets it: which radio it came through cannot be proved")
-    hci1 = next(tmp_path.glob("devices/**/hci1"))
-    (hci1 / "address").write_text(OTHER + "\n")
+    third = radio(b, 2, "00:00:00:00:00:00")  # a controller not set up yet: unknown too
+    (x,) = [x for x in inventory(tmp_path).by_name()[FIRST].left_out if x.node.minor == 72]
+    assert f"the address of Bluetooth adapters {SECOND}, {third} is unknown" in x.owner
+    for i, address in ((1, OTHER), (2, "00:02:72:c1:d0:9e")):
+        hci = next(tmp_path.glob(f"devices/**/hci{i}"))
+        (hci / "address").write_text(address + "\n")
     inv = inventory(tmp_path, frozenset({FIRST, SECOND}))
     assert 72 in events(inv, FIRST) and 72 not in events(inv, SECOND)
 
