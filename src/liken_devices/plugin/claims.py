@@ -8,6 +8,10 @@ driver is ``liken.sh`` are ours, and only those of this node's pool (the pool is
 node: rules: limits.one-slice). A result's request may be ``<request>/<subrequest>``;
 the kubelet matches containers on the base name, so that is what is returned.
 
+For a late Bluetooth registrant the plugin also reads, by name, the pods a prepared claim's
+``status.reservedFor`` names, for when the kubelet recorded their containers' start
+(:func:`container_starts`; :mod:`.late` judges what it reads).
+
 The namespace and name come from the gRPC request, hostile until checked: a namespace is a
 DNS-1123 label and a claim's name a DNS-1123 subdomain (Kubernetes' object name rules), so
 nothing else ever reaches the API server's URL path.
