@@ -437,3 +437,19 @@ def test_a_late_registrant_is_named_by_its_owners_device(tmp_path: Path) -> None
     assert any(n.minor == 69 for n in inv.by_name()["usb-1-2-1-0"].nodes)
     assert got[70]["why"] == ("13:70 is /dev/input/event6, the node of platform-i8042 "
                               "(platform i8042)")
+
+
+def test_the_pods_are_read_within_a_budget(api: FakeApiServer, kube: Any) -> None:
+    """rules: bluetooth.late-registrant. A claim reserved for pods the API is slow to give
+    answers no verdict past its budget (the health stream's heartbeat waits for it); a pod that
+    is gone runs no container; a claim replaced under another UID gives no verdict."""
+    from liken_devices.plugin.claims import container_starts
+
+    claim = new_claim(api, [RADIO])
+    namespace, uid, name = claim
+    run_pod(api, claim, 1_796_346_000.0)
+    assert container_starts(kube, namespace, name, uid) == [1_796_346_000.0]
+    assert container_starts(kube, namespace, name, uid, budget=-1) is None
+    assert container_starts(kube, namespace, name, "0" * 8 + uid[8:]) is None
+    api.delete_object("pods", "bt-pod", namespace)
+    assert container_starts(kube, namespace, name, uid) == []

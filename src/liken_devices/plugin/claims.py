@@ -20,6 +20,7 @@ nothing else ever reaches the API server's URL path.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -116,13 +117,15 @@ def fetch_results(client: KubeClient, namespace: str, name: str, uid: str,
                    _field(r, "shareID")) for r in mine]
 
 
-def container_starts(client: KubeClient, namespace: str, name: str, uid: str
-                     ) -> list[float] | None:
+def container_starts(client: KubeClient, namespace: str, name: str, uid: str,
+                     budget: float = 20.0) -> list[float] | None:
     """When each running container that uses the claim started, as the kubelet recorded it in
     the status of the pods the claim is reserved for (rules: bluetooth.late-registrant;
     :mod:`.late`); None when the API cannot say (unreachable, the claim replaced, a consumer
-    that is not a pod, a start that does not parse). A pod that is gone, or replaced under
-    another UID, runs no container of the claim."""
+    that is not a pod, a start that does not parse, or no answer within ``budget`` seconds: the
+    health stream's heartbeat waits for it). A pod that is gone, or replaced under another UID,
+    runs no container of the claim."""
+    deadline = time.monotonic() + budget
     # deferred: lightkube and the API client, as in fetch_results (tests/test_layers.py)
     from lightkube import ApiError
 
@@ -138,6 +141,8 @@ def container_starts(client: KubeClient, namespace: str, name: str, uid: str
             return None
         starts: list[float] = []
         for pod_name, pod_uid in pods:
+            if time.monotonic() > deadline:
+                return None
             check_ref(namespace, pod_name)
             try:
                 pod = client.get(Resources.pod(), pod_name, namespace=namespace)
