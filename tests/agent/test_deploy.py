@@ -126,6 +126,14 @@ def test_cluster_role_grants_exactly_what_the_agent_uses(tmp_path: Path) -> None
             from liken_devices.plugin.claims import fetch_results
 
             fetch_results(built.client, "ns", "c", claim["metadata"]["uid"], name)
+            # And, for a late Bluetooth registrant, the pods the claim is reserved for.
+            from liken_devices.plugin.claims import container_starts
+
+            pod = api.add_pod("ns", "p", node=name)
+            claim["status"]["reservedFor"] = [{"resource": "pods", "name": "p",
+                                               "uid": pod["metadata"]["uid"]}]
+            api.put_object("resourceclaims", claim)
+            assert container_starts(built.client, "ns", "c", claim["metadata"]["uid"]) == []
         finally:
             built.agent.request_stop()
             t.join(10)

@@ -148,10 +148,9 @@ class TestKubelet:
         assert set(resp.claims) == uids, "every requested claim must have an entry"
         return {uid: r.error for uid, r in resp.claims.items()}
 
-    def watch_health(self, timeout: float = 30.0, service: str | None = None,
-                     ) -> Iterator[list[tuple[str, str, int]]]:
-        """The health stream over the chosen health service (or ``service``): each message as
-        [(pool, device, health)], health 1 ok, 2 bad."""
+    def watch_health_messages(self, timeout: float = 30.0, service: str | None = None,
+                              ) -> Iterator[list[tuple[str, str, int, str]]]:
+        """The health stream with each device's message: [(pool, device, health, message)]."""
         assert self.info is not None
         service = service or self.health_service
         assert service is not None, "the plugin advertises no health service this kubelet knows"
@@ -160,9 +159,17 @@ class TestKubelet:
         stream = stub.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=timeout)
         try:
             for msg in stream:
-                yield [(d.device.pool_name, d.device.device_name, d.health) for d in msg.devices]
+                yield [(d.device.pool_name, d.device.device_name, d.health, d.message)
+                       for d in msg.devices]
         except grpc.RpcError as e:
             if e.code() not in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise
         finally:
             stream.cancel()
+
+    def watch_health(self, timeout: float = 30.0, service: str | None = None,
+                     ) -> Iterator[list[tuple[str, str, int]]]:
+        """The health stream over the chosen health service (or ``service``): each message as
+        [(pool, device, health)], health 1 ok, 2 bad."""
+        for msg in self.watch_health_messages(timeout, service):
+            yield [(pool, device, health) for pool, device, health, _ in msg]

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from liken_devices.plugin import cdi, late
+from liken_devices.plugin import cdi
 from liken_devices.plugin.cdi import Delivery, SpecError
 from liken_devices.sysfs.model import DevNode
 from tests.support.hostile import examples
@@ -186,30 +186,6 @@ def test_a_spec_larger_than_4_mib_is_not_read(tmp_path: Path) -> None:
     write(tmp_path, doc)
     with pytest.raises(OSError):
         cdi.read_claim_spec(tmp_path, UID)
-
-
-def test_reading_a_spec_back_leaves_its_access_time(tmp_path: Path) -> None:
-    """rules: bluetooth.late-registrant. A spec's access time is the runtime's read of it, i.e.
-    a container's start: the plugin's own read-back must not move it, or every rebuild would
-    look like a container started with that spec."""
-    nodes = (DevNode("uinput", "c", 10, 223), DevNode("input/event3", "c", 13, 67))
-    spec = cdi.build_spec(UID, [Delivery("usb-1-3", nodes, True)], tmp_path)
-    assert cdi.write_spec(tmp_path / "cdi", UID, spec)
-    path = tmp_path / "cdi" / f"liken.sh-{UID}.json"
-    # An access time older than the write: an ordinary read moves it (relatime), as the probe
-    # shows on this filesystem; then the plugin reads the spec and the time must stay.
-    written = os.stat(path).st_mtime_ns - 100 * 10**9
-    before = written - 100 * 10**9
-    probe = tmp_path / "probe"
-    probe.write_bytes(b"x")
-    for f in (probe, path):
-        os.utime(f, ns=(before, written))
-    probe.read_bytes()
-    if os.stat(probe).st_atime_ns == before:
-        pytest.skip("this filesystem does not record reads (mounted noatime)")
-    assert [d.device for d in cdi.read_claim_spec(tmp_path / "cdi", UID)] == ["usb-1-3"]
-    assert os.stat(path).st_atime_ns == before
-    assert not late.read_since_written(path)
 
 
 # -- reading a spec back: fuzzed, judged by a plain second reading --------------------------------

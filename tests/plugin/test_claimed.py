@@ -216,3 +216,62 @@ def test_a_second_bluetooth_claim_takes_the_unnamed_virtual_node_from_both(
         assert 66 in minors(first[1], "usb-1-8-1-0")  # one again: back for the next container
     finally:
         k.close()
+
+
+CLONE_ADDR = "00:1a:7d:da:71:13"  # the BD_ADDR every clone CSR8510 dongle reports
+
+
+class TwoClones:
+    """Two clone CSR8510 radios that report one address, and tenant B's BLE keyboard: a uhid
+    device BlueZ made (phys = the adapter's address) holding event8 (13:72)."""
+
+    def __init__(self, root: Path) -> None:
+        self.b = b = SysfsBuilder(root / "sys")
+        self.sources = bare_sources(root)
+        for port, devnum in (("1-8", 3), ("1-9", 4)):
+            usb = b.usb_device(port, devnum=devnum, vendor="0a12", product="0001")
+            radio = b.usb_interface(usb, "1.0", driver="btusb", cls=0xE0)
+            b.device(radio, f"hci{devnum - 3}", "bluetooth", {"DEVTYPE": "host"},
+                     subdir="bluetooth", attrs={"address": CLONE_ADDR.upper()})
+        inp = b.device("/devices/virtual/misc/uhid/0005:04E8:7021.0001", "input50", "input",
+                       {"NAME": '"BLE keyboard"', "PHYS": f'"{CLONE_ADDR}"'}, subdir="input")
+        b.node(inp, "input", "event8", 13, 72, devname="input/event8")
+
+    def walk(self, *, claimed: Claimed = NO_CLAIMS) -> Inventory:
+        return self.sources.walk(claimed=claimed)
+
+
+def test_two_radios_at_one_address_give_the_keyboard_to_neither_tenant(
+        api: FakeApiServer, make_plugin: Any, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """rules: bluetooth.virtual-nodes. An address is not an identity: two clone radios report
+    the same one, so a virtual keyboard whose phys is that address cannot be proved either
+    radio's, and neither tenant's claim gets its number; ``claims`` says why."""
+    radios = TwoClones(tmp_path / "m")
+    plugin = make_plugin(walk=radios.walk, sysfs=radios.sources.sysfs)
+    k = TestKubelet(plugin.config.registration_socket)
+    k.register()
+
+    def minors(uid: str, device: str) -> set[int]:
+        return {int(n["minor"]) for n in spec_nodes(plugin.config.cdi_dir, uid, device)
+                if n.get("major") == 13}
+
+    try:
+        tenant_a = new_claim(api, ["usb-1-8-1-0"])
+        assert k.prepare([tenant_a])[tenant_a[1]].error == ""
+        tenant_b = new_claim(api, ["usb-1-9-1-0"])
+        assert k.prepare([tenant_b])[tenant_b[1]].error == ""
+        plugin.reconcile(radios.walk(claimed=plugin.claimed()))
+        assert 72 not in minors(tenant_a[1], "usb-1-8-1-0")
+        assert 72 not in minors(tenant_b[1], "usb-1-9-1-0")
+        assert {73, 95} <= minors(tenant_a[1], "usb-1-8-1-0")  # the free numbers stay in
+        assert main(["claims", "--state-dir", str(plugin.config.state_dir), "--sysfs",
+                     str(radios.sources.sysfs), "--facts", str(tmp_path), "--modules-dir",
+                     str(tmp_path), "--hwdata-dir", str(tmp_path), "-o", "json"]) == 0
+        for claim in json.loads(capsys.readouterr().out):
+            (device,) = claim["devices"]
+            (why,) = [x["why"] for x in device["leftOut"] if x["minor"] == 72]
+            assert f"phys {CLONE_ADDR} is the address of 2 Bluetooth adapters" in why
+            assert "usb-1-8-1-0, usb-1-9-1-0" in why
+    finally:
+        k.close()

@@ -17,12 +17,17 @@ adapter (a connected peripheral's input device sits below the adapter's hci) sta
 the walk's, so the plugin's reconcile pass writes the current one and a number its owner gives up
 returns to the claim for the next container.
 
-rules: bluetooth.virtual-nodes. A node under ``/devices/virtual/`` (uinput's, uhid's) belongs
-to the adapter its input device's ``phys`` names (BlueZ writes the adapter's address there for
-the devices it creates), and to that adapter's claim alone. One that names no adapter of this
-node (a key remapper's uinput device) stays in while a single Bluetooth claim is prepared on the
-node, and is left out of all of them with two or more: one tenant must not read another's
-keyboard.
+rules: bluetooth.virtual-nodes. A node under ``/devices/virtual/`` (uinput's, uhid's) has
+nothing in sysfs that ties it to an hci: the kernel hangs uhid's devices under the uhid misc
+device and uinput's under ``/devices/virtual/input``, and their ``phys`` is a string the creating
+process wrote (BlueZ writes the adapter's address there). An address is not an identity (clone
+CSR8510 dongles all report ``00:1a:7d:da:71:13``), so the ``phys`` proves the node an adapter's
+only when exactly one adapter of the node reports that address and every adapter's address is
+known; the node is then that adapter's claim's alone. One whose address several adapters report,
+or one adapter's while another's address is unknown, goes to no claim (fail closed). One that
+names no adapter of this node (a key remapper's uinput device) stays in while a single Bluetooth
+claim is prepared on the node, and is left out of all of them with two or more: one tenant must
+not read another's keyboard.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import NamedTuple, Protocol
 
 from ..sysfs.model import DevNode, SysDevice
 from .model import LeftOut
+from .names import device_name
 
 # Misc minors 223 and 239 (the kernel's admin-guide/devices), and the evdev range.
 UINPUT = DevNode("uinput", "c", 10, 223)
@@ -84,8 +90,11 @@ def event_owner(dev: SysDevice, hardware: Mapping[str, _Hardware],
 class Adapters(NamedTuple):
     """The node's Bluetooth adapters as the virtual event nodes' rule needs them."""
 
-    by_address: Mapping[str, str]  # address ("aa:bb:cc:dd:ee:ff") -> the adapter's device name
+    # address ("aa:bb:cc:dd:ee:ff") -> the device names of the adapters that report it (clones
+    # report one address: more than one name then)
+    by_address: Mapping[str, tuple[str, ...]]
     claims: int = 0  # Bluetooth claims prepared on the node (the agent and the plugin know them)
+    unknown: tuple[str, ...] = ()  # the adapters whose address the tree does not say
 
 
 NO_ADAPTERS = Adapters({})
@@ -119,13 +128,26 @@ def adapter_addresses(devs: Iterable[SysDevice]) -> dict[str, str]:
 
 def virtual_owner(dev: SysDevice, devs: Mapping[str, SysDevice], own: Collection[str],
                   adapters: Adapters) -> str | None:
-    """Why a virtual event node is not this adapter's claim's, or None when it stays in."""
+    """Why a virtual event node is not this adapter's claim's, or None when it stays in.
+
+    rules: bluetooth.virtual-nodes. Only an address one adapter alone reports, on a node where
+    every adapter's address is known, proves a node an adapter's; an address that proves
+    nothing names no claim at all."""
     phys = phys_of(dev, devs)
-    if phys and phys in own:
-        return None
-    other = adapters.by_address.get(phys) if phys else None
-    if other is not None:
-        return f"Bluetooth adapter {other} (a virtual input device whose phys is its address)"
+    holders = tuple(adapters.by_address.get(phys, ())) if phys else ()
+    unproved = ", so no claim gets it: which radio it came through cannot be proved"
+    if len(holders) > 1:
+        return (f"a virtual input device whose phys {phys} is the address of {len(holders)} "
+                f"Bluetooth adapters ({', '.join(holders)}){unproved}")
+    if holders and phys in own:
+        if not adapters.unknown:
+            return None
+        others = ", ".join(adapters.unknown)
+        return (f"a virtual input device whose phys {phys} is this adapter's address, but the "
+                f"address of Bluetooth adapter{'s' if len(adapters.unknown) > 1 else ''} "
+                f"{others} is unknown{unproved}")
+    if holders:
+        return f"Bluetooth adapter {holders[0]} (a virtual input device whose phys is its address)"
     if adapters.claims >= 2:
         return (f"a virtual input device that names no adapter, left out while "
                 f"{adapters.claims} Bluetooth claims are prepared on this node")
@@ -158,7 +180,8 @@ def bluetooth_nodes(usbfs: DevNode | None, uhid: bool, events: Iterable[SysDevic
         owner = event_owner(dev, hardware, adapter)
         if owner is not None:
             taken[node.minor] = LeftOut(LEGACY_EVENTS[node.minor - LEGACY_EVENT_FIRST],
-                                        node.name, f"{owner.bus} {owner.address}")
+                                        node.name, f"{owner.bus} {owner.address}",
+                                        device_name(owner.bus, owner.address))
     nodes: list[DevNode] = [usbfs] if usbfs else []
     nodes.append(UINPUT)
     nodes.extend(n for n in LEGACY_EVENTS if n.minor not in taken)

@@ -77,6 +77,8 @@ class LeftOut(NamedTuple):
     node: DevNode  # as the claim would state it: /dev/input/eventN, 13:(64 + N)
     host_name: str  # the host's node at those numbers, relative to /dev ("input/event3")
     owner: str  # the bus or board device whose node it is: "platform i8042"
+    # the owner's device name ("platform-i8042", "usb-1-2-1-0"); "" for a virtual device
+    device: str = ""
 
     def why(self) -> str:
         return (f"{self.node.major}:{self.node.minor} is /dev/{self.host_name}, the node of "

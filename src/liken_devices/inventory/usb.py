@@ -237,13 +237,19 @@ class UsbRules:
         prepared on the node."""
         if self._adapters is None:
             addresses = adapter_addresses(self.tree.devs.values())
-            named = {a: self.names.of_usb(holder) for holder, a in addresses.items()}
-            radios = {self.names.of_usb(d.path.rpartition("/bluetooth/")[0])
-                      for d in self.tree.devs.values()
-                      if d.subsystem == "bluetooth" and d.props.get("DEVTYPE") == "host"
-                      and "/bluetooth/" in d.path}
+            named: dict[str, list[str]] = {}
+            for holder, a in sorted(addresses.items()):
+                named.setdefault(a, []).append(self.names.of_usb(holder))
+            holders = {d.path.rpartition("/bluetooth/")[0] for d in self.tree.devs.values()
+                       if d.subsystem == "bluetooth" and d.props.get("DEVTYPE") == "host"
+                       and "/bluetooth/" in d.path}
+            radios = {self.names.of_usb(h) for h in holders}
             claims = len(radios & self.claimed.counted())
-            self._adapters = (addresses, Adapters(named, claims))
+            # An adapter whose address is unknown may be a clone of any other: no address is
+            # then proved one adapter's alone (rules: bluetooth.virtual-nodes).
+            unknown = tuple(sorted(self.names.of_usb(h) for h in holders if h not in addresses))
+            self._adapters = (addresses, Adapters(
+                {a: tuple(sorted(ns)) for a, ns in named.items()}, claims, unknown))
         return self._adapters
 
     def _bluetooth(self, hw: Hardware, usbfs: DevNode | None, adapter: set[str]) -> None:

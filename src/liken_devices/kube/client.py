@@ -108,6 +108,10 @@ class Resources:
         return cls._get("claim", True, "resource.k8s.io", "v1", "ResourceClaim", "resourceclaims")
 
     @classmethod
+    def pod(cls) -> Any:
+        return cls._get("pod", True, "", "v1", "Pod", "pods")
+
+    @classmethod
     def device_class(cls) -> Any:
         return cls._get("class", False, "resource.k8s.io", "v1", "DeviceClass", "deviceclasses")
 

@@ -235,7 +235,7 @@ def read_claim_spec(cdi_dir: Path, uid: str) -> list[Delivery]:
     input; anything that :func:`build_spec` would not have written raises :class:`SpecError`
     (or ``OSError`` when the file cannot be read).
     """
-    raw = read_bounded(spec_path(cdi_dir, uid), MAX_SPEC_BYTES, noatime=True)  # late.py
+    raw = read_bounded(spec_path(cdi_dir, uid), MAX_SPEC_BYTES, noatime=True)  # leaves no trace
     try:
         obj = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError

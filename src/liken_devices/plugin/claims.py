@@ -8,6 +8,10 @@ driver is ``liken.sh`` are ours, and only those of this node's pool (the pool is
 node: rules: limits.one-slice). A result's request may be ``<request>/<subrequest>``;
 the kubelet matches containers on the base name, so that is what is returned.
 
+For a late Bluetooth registrant the plugin also reads, by name, the pods a prepared claim's
+``status.reservedFor`` names, for when the kubelet recorded their containers' start
+(:func:`container_starts`; :mod:`.late` judges what it reads).
+
 The namespace and name come from the gRPC request, hostile until checked: a namespace is a
 DNS-1123 label and a claim's name a DNS-1123 subdomain (Kubernetes' object name rules), so
 nothing else ever reaches the API server's URL path.
@@ -16,10 +20,12 @@ nothing else ever reaches the API server's URL path.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..inventory.limits import DRIVER
+from .late import claim_starts, reserved_pods
 
 
 class ClaimError(Exception):
@@ -109,3 +115,47 @@ def fetch_results(client: KubeClient, namespace: str, name: str, uid: str,
         raise ClaimError(f"{ref} has no device of {DRIVER}")
     return [Result(base_request(str(_field(r, "request") or "")), node, str(_field(r, "device")),
                    _field(r, "shareID")) for r in mine]
+
+
+def container_starts(client: KubeClient, namespace: str, name: str, uid: str,
+                     budget: float = 20.0) -> list[float] | None:
+    """When each running container that uses the claim started, as the kubelet recorded it in
+    the status of the pods the claim is reserved for (rules: bluetooth.late-registrant;
+    :mod:`.late`); None when the API cannot say (unreachable, the claim replaced, a consumer
+    that is not a pod, a start that does not parse, or no answer within ``budget`` seconds: the
+    health stream's heartbeat waits for it). A pod that is gone, or replaced under another UID,
+    runs no container of the claim."""
+    deadline = time.monotonic() + budget
+    # deferred: lightkube and the API client, as in fetch_results (tests/test_layers.py)
+    from lightkube import ApiError
+
+    from ..kube.client import Resources
+
+    try:
+        check_ref(namespace, name)
+        claim = client.get(Resources.claim(), name, namespace=namespace)
+        if _field(_field(claim, "metadata"), "uid") != uid:
+            return None
+        pods = reserved_pods(dict(claim))
+        if pods is None:
+            return None
+        starts: list[float] = []
+        for pod_name, pod_uid in pods:
+            if time.monotonic() > deadline:
+                return None
+            check_ref(namespace, pod_name)
+            try:
+                pod = client.get(Resources.pod(), pod_name, namespace=namespace)
+            except ApiError as e:
+                if getattr(e.status, "code", None) == 404:
+                    continue
+                raise
+            if _field(_field(pod, "metadata"), "uid") != pod_uid:
+                continue
+            got = claim_starts(dict(pod), name)
+            if got is None:
+                return None
+            starts.extend(got)
+        return starts
+    except Exception:  # unreachable, an error, a name that is not one, nonsense: no verdict
+        return None

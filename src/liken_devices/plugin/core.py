@@ -23,7 +23,10 @@ rule of hardware.md) or comes from the kubelet's DRA plugin API (KEP-4381; the G
 * The reconcile pass, run after every walk, rewrites each prepared claim's spec with the current
   nodes and their host mode and owner (``cdi``), or with a nonexistent path while a device is
   away, touching only files that differ.
-* Health: each prepared device is healthy while present and unhealthy while absent.
+* Health: each prepared device is healthy while present and unhealthy while absent; a Bluetooth
+  device whose running container holds a number another device registered since is unhealthy
+  until the kubelet records that container's restart after the spec without it was written (the
+  pod's status, read from the API: :mod:`.late`; rules: bluetooth.late-registrant).
 * A claim rebuilt from its CDI spec (the state file was lost) is checked against the API once
   the kubelet had ``rebuilt_grace`` seconds of serving to unprepare it: when the API no longer
   knows it (gone, replaced under another UID, its name unknown), or it is not allocated on this
@@ -53,8 +56,8 @@ from ..sysfs.model import DevNode
 from . import cdi, late, usb
 from .cdi import Delivery, SpecError
 from .claimref import ClaimRef
-from .claims import ClaimError, KubeClient, fetch_results
-from .late import started_events
+from .claims import ClaimError, KubeClient, container_starts, fetch_results
+from .late import merge_started, started_events
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 from .state import PreparedClaim, PreparedDevice, StateLockTimeout, StateStore, claimed_by
 
@@ -141,6 +144,7 @@ class DeviceHealthState:
     pool: str
     device: str
     healthy: bool
+    message: str = ""  # why, for the kubelet's health stream ("" : present or absent)
 
 
 @dataclass(slots=True)
@@ -207,6 +211,9 @@ class Plugin:
         self._checker: threading.Thread | None = None
         # (claim UID, Bluetooth device) -> the late registrants said in the log (late.py)
         self._late: dict[tuple[str, str], tuple[LeftOut, ...]] = {}
+        # claim UID -> (when its spec's content was last written, as far as this instance knows,
+        # and that content's key): a container started well after it holds the current set
+        self._written: dict[str, tuple[float, object]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -359,10 +366,13 @@ class Plugin:
                     log.exception("prepare %s", c.uid)
                     out[c.uid] = PrepareOutcome(error=f"internal error: {e!r}")
                     continue
-                # The container that starts now gets these numbers
+                # The container that starts now gets these numbers, and one that runs already
+                # (a claim prepared again at the kubelet's restart) keeps what it has
                 # (rules: bluetooth.late-registrant).
-                claim.started = started_events(claim.nodes) if all(
-                    claim.present.get(n, False) for n in claim.device_names()) else {}
+                old = self._state.claims.get(c.uid)
+                claim.started = merge_started(old.started if old else {}, started_events(
+                    claim.nodes) if all(claim.present.get(n, False)
+                                        for n in claim.device_names()) else {})
                 resolved.append((claim, self._state.claims.get(c.uid), spec))
                 self._state.claims[c.uid] = claim
             if resolved:
@@ -431,6 +441,7 @@ class Plugin:
                         cdi.remove_spec(self.config.cdi_dir, claim.uid)
                 out[claim.uid] = PrepareOutcome(error=f"writing the CDI spec: {e}")
                 continue
+            self._written_at(claim.uid, claim)
             try:
                 self._state.remember_name(claim.uid, claim.namespace, claim.name)
             except OSError as e:  # only a later rebuild needs it: it would drop the claim
@@ -657,13 +668,6 @@ class Plugin:
             dirty = False
             for uid, claim in sorted(self._state.claims.items()):
                 try:
-                    if claim.started and late.read_since_written(
-                            cdi.spec_path(self.config.cdi_dir, uid)):
-                        # A container started with the spec as it is: its numbers are these.
-                        started = late.started_events(claim.nodes)
-                        if started != claim.started:
-                            claim.started = started
-                            dirty = True
                     self._note_late(uid, claim, late.late_registrants(claim.started, inv))
                     for n in claim.device_names():
                         now = inv.lookup(n)
@@ -686,6 +690,7 @@ class Plugin:
                     spec = cdi.build_spec(uid, _deliveries(claim), self.config.dev_dir)
                     if cdi.write_spec(self.config.cdi_dir, uid, spec):
                         written.append(uid)
+                    self._written_at(uid, claim)
                 except (OSError, SpecError) as e:
                     log.error("reconcile claim %s: %s", uid, e)
             if dirty:
@@ -695,6 +700,7 @@ class Plugin:
             log.info("reconcile rewrote the CDI specs of %s", ", ".join(written))
         if self._serving_since is not None:
             self._watch_rebuilt()  # the other instance of an upgrade may have rebuilt some
+        self.recheck_late()  # a kubelet that opens no health stream still sees it end
         return written
 
     # -- views -----------------------------------------------------------------------------------
@@ -753,22 +759,44 @@ class Plugin:
                 log.info("claim %s/%s: Bluetooth device %s is healthy again", claim.namespace,
                          claim.name, n)
 
+    def _written_at(self, uid: str, claim: PreparedClaim) -> float:
+        """When the content of ``claim``'s spec was last written, as far as this instance knows:
+        the time it wrote it, or the time it first saw that content (the other instance of an
+        upgrade wrote it, or the state was read at start), which is later, never earlier."""
+        key = (sorted((n, [tuple(x) for x in v]) for n, v in claim.nodes.items()),
+               sorted(claim.present.items()))
+        seen = self._written.get(uid)
+        if seen is None or seen[1] != key:
+            seen = self._written[uid] = (time.time(), key)
+        return seen[0]
+
     def recheck_late(self) -> None:
         """A late registrant's container may restart with no walk since (a restart sends no
-        uevent): at each health message, a claim whose rewritten spec the runtime has read
-        since is healthy again once its numbers no longer hold the late ones."""
+        uevent): at each health message and after each pass, a claim whose containers the
+        kubelet recorded as started after the spec without the late numbers was written is
+        healthy again (rules: bluetooth.late-registrant). The API is asked outside the lock."""
         with self._lock:
-            if not self._late or self.stopping:
+            if not self._late or self.stopping or self._kube is None:
                 return
+            asked: dict[str, tuple[str, str, float]] = {}
+            for uid, _ in self._late:
+                claim = self._state.claims.get(uid)
+                if claim is not None and claim.name:
+                    asked[uid] = (claim.namespace, claim.name, self._written_at(uid, claim))
+        restarted = {uid for uid, (namespace, name, written) in asked.items()
+                     if (starts := container_starts(self._kube, namespace, name, uid))
+                     is not None and late.restarted_since(starts, written)}
+        if not restarted:
+            return
         with self._exclusive() as busy:
             if busy:
                 return
             dirty = False
             for (uid, n), found in list(self._late.items()):
                 claim = self._state.claims.get(uid)
-                if claim is None or not late.read_since_written(
-                        cdi.spec_path(self.config.cdi_dir, uid)):
-                    continue
+                if claim is None or uid not in restarted \
+                        or self._written_at(uid, claim) != asked[uid][2]:
+                    continue  # gone, not restarted, or its spec changed since the API was asked
                 started = late.started_events(claim.nodes)
                 if started != claim.started:
                     claim.started, dirty = started, True
@@ -778,8 +806,9 @@ class Plugin:
                     self._late[(uid, n)] = still
                 else:
                     del self._late[(uid, n)]
-                    log.info("claim %s/%s: Bluetooth device %s is healthy again: its container "
-                             "restarted with the current set", claim.namespace, claim.name, n)
+                    log.info("claim %s/%s: Bluetooth device %s is healthy again: the kubelet "
+                             "recorded its containers' start after the current set was "
+                             "written", claim.namespace, claim.name, n)
             if dirty:
                 try:
                     self._state.save()
@@ -795,15 +824,21 @@ class Plugin:
 
     def _update_health_locked(self) -> None:
         states: dict[tuple[str, str], bool] = {}
+        why: dict[tuple[str, str], str] = {}
         for uid in [k[0] for k in self._late if k[0] not in self._state.claims]:
             self._late = {k: v for k, v in self._late.items() if k[0] != uid}
+        for uid in [u for u in self._written if u not in self._state.claims]:
+            del self._written[uid]
         self._metrics.late_registrants(sum(len(v) for v in self._late.values()))
         for uid, claim in self._state.claims.items():
             for n in claim.device_names():
                 key = (claim.pool, n)
                 states[key] = states.get(key, True) and claim.present.get(n, False) \
                     and (uid, n) not in self._late
-        devices = tuple(DeviceHealthState(p, d, h) for (p, d), h in sorted(states.items()))
+                if claim.present.get(n, False) and self._late.get((uid, n)):
+                    why.setdefault(key, late.health_message(self._late[(uid, n)][0]))
+        devices = tuple(DeviceHealthState(p, d, h, "" if h else why.get((p, d), ""))
+                        for (p, d), h in sorted(states.items()))
         with self._health.cond:
             if devices != self._health.devices:
                 self._health.devices = devices

@@ -17,7 +17,7 @@ from typing import Any
 from ..cliargs import dump, sources_from_args
 from ..inventory import Inventory
 from ..terminal import clean, clean_row
-from .late import late_registrants
+from .late import late_json, late_registrants
 from .paths import DEFAULT_STATE_DIR
 from .state import StateError, claimed_in, read_state
 
@@ -44,7 +44,7 @@ def claims_view(plugin_state_dir: Path, inv: Any | None) -> list[dict[str, Any]]
                 "leftOut": [x.to_json() for x in device.left_out] if device else [],
                 # rules: bluetooth.late-registrant. Numbers its running container holds that
                 # another device registered after it started.
-                "lateRegistrants": [x.to_json() for x in late.get(n, [])],
+                "lateRegistrants": [late_json(x) for x in late.get(n, [])],
                 "healthy": bool(now) and not late.get(n),
             })
         out.append({"uid": uid, "namespace": c.namespace, "name": c.name, "pool": c.pool,
@@ -67,7 +67,7 @@ def late_in_state(state_dir: Path | None, inv: Inventory
     for uid, c in sorted(claims.items()):
         for device, late in late_registrants(c.started, inv).items():
             out.setdefault(device, []).extend(
-                {**x.to_json(), "claim": f"{c.namespace}/{c.name}", "uid": uid} for x in late)
+                {**late_json(x), "claim": f"{c.namespace}/{c.name}", "uid": uid} for x in late)
     return out, None
 
 

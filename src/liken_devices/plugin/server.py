@@ -197,7 +197,8 @@ class _Health:
                     health=pb.HEALTHY if d.healthy else pb.UNHEALTHY,
                     last_updated_time=now,
                     health_check_timeout_seconds=HEALTH_TIMEOUT_SECONDS,
-                    message="present" if d.healthy else "hardware absent from the node",
+                    message="present" if d.healthy else (
+                        d.message or "hardware absent from the node"),
                 ) for d in devices])
 
 
