@@ -26,6 +26,7 @@ from liken_devices.inventory.sources import read_facts
 from liken_devices.slices import devices_json, make_slice, validate_slice
 from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 from liken_devices.sysfs.reader import read_sysfs
+from liken_devices.sysfs.usbbus import usb_role
 from liken_devices.sysfs.umockdev import load_recording
 from tests.support.corpus import recording_params
 from tests.support.sysfs_builder import SysfsBuilder
@@ -72,6 +73,7 @@ def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
     assert len(names) == len(set(names)), "device names are not unique"
     for name in names:
         assert len(name) <= 63 and DNS_LABEL.match(name), name
+    check_bus_names(snap, inv)
     for d in inv.devices:
         if d.shareable:
             assert d.attributes.get("renderNode") is True
@@ -79,6 +81,23 @@ def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
     assert len(inv.devices) <= 128
     obj = make_slice("node-1", DRIVER, devices_json(inv))
     assert validate_slice(obj) == []
+
+
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def check_bus_names(snap: Snapshot, inv: Inventory) -> None:
+    """rules: usb.bus-devices-only. Every device is named after a bus device's address: a USB
+    one after a USB device or interface (never a class device such as ``hiddev0``), a PCI one
+    after a function."""
+    for d in inv.devices:
+        src = snap.devices[d.source]
+        bus = d.attributes["bus"]
+        assert d.name.startswith(f"{bus}-"), d.name
+        if bus == "usb":
+            assert usb_role(src.name, src.devtype) is not None, f"{d.name} is no bus device"
+        elif bus == "pci":
+            assert PCI_ADDRESS.fullmatch(src.name.lower()), d.name
 
 
 def kernel_names(n: DevNode) -> set[str]:
@@ -103,7 +122,8 @@ def check_exclusive(snap: Snapshot, inv: Inventory) -> None:
     for d in inv.devices:
         for n in d.nodes:
             x = at.get((n.type, n.major, n.minor))
-            if x is not None and x.subsystem != "usb" and x.path.startswith(d.source + "/"):
+            usbfs = x is not None and x.subsystem == "usb" and usb_role(x.name, x.devtype)
+            if x is not None and not usbfs and x.path.startswith(d.source + "/"):
                 own[(n.type, n.major, n.minor)] = d.name
     for d in inv.devices:
         for n in d.nodes:
@@ -174,7 +194,7 @@ def check_machine_usb_devices(snap: Snapshot, ctx: Context, inv: Inventory) -> N
 
 NODE_KINDS = ["card", "render", "i2c-dev", "drm_dp_aux_dev", "graphics", "sound", "jack", "input",
               "tty", "block", "tpm", "tpmrm", "rtc", "hidraw", "misc", "cec", "video4linux",
-              "watchdog"]
+              "watchdog", "usbclass"]
 
 
 def node_dev(parent: str, kind: str, i: int) -> SysDevice:
@@ -193,6 +213,8 @@ def node_dev(parent: str, kind: str, i: int) -> SysDevice:
         "misc": ("misc", f"misc{i}", 10, 100 + i), "cec": ("cec", f"cec{i}", 242, i),
         "video4linux": ("video4linux", f"video{i}", 81, i),
         "watchdog": ("watchdog", f"watchdog{i}" if i else "watchdog", 247, i),
+        # An older kernel's usb class: SUBSYSTEM=usb, no DEVTYPE, under its interface.
+        "usbclass": ("usb", f"usb/hiddev{i}" if i % 2 else f"cdc-wdm{i}", 180, 96 + i),
     }
     sub, name, major, minor = table[kind]
     short = name.rsplit("/", 1)[-1]

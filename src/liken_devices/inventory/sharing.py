@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..sysfs.model import DevNode, SysDevice
+from ..sysfs.usbbus import LEGACY_CLASS
 from .model import AttrValue
 
 # The kinds of node the GPU split names besides the DRM nodes, with what explain calls each.
@@ -140,10 +141,16 @@ def drm_role(dev: SysDevice) -> str | None:
 
 
 def node_kind(dev: SysDevice) -> str:
-    """The kind of a node for splitting: its subsystem, a sound card's jacks with the card.
+    """The kind of a node for splitting: its subsystem, a sound card's jacks with the card, the
+    legacy usb class as usbmisc.
 
     rules: attributes.subsystem
     """
     if dev.subsystem == "sound" or "/sound/card" in dev.path:
         return "sound"  # its jack inputs are part of the card (rules: sharing.sound-card)
+    if dev.subsystem == "usb":
+        # A node of the usb class of older kernels (a usbfs node is no interface's): the class
+        # current kernels call usbmisc, so one selector finds it on both.
+        # rules: usb.bus-devices-only
+        return LEGACY_CLASS
     return dev.subsystem or "unknown"
