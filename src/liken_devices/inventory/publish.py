@@ -120,8 +120,10 @@ class NodePublisher:
         elif reserved:
             self.ledger.outcome(hw, Reason.ONLY_RESERVED, "; ".join(reserved))
         elif is_network_card(hw):
-            self.ledger.outcome(hw, Reason.NETWORK_CARD, "its nodes (PTP clocks, RDMA) serve the "
-                                "host's network; it has nothing to give a pod")
+            # rules: hardware.network-cards (on every bus: a board's port says which bus)
+            where = f"a network device on the {hw.bus} bus: " if hw.kind == "board" else ""
+            self.ledger.outcome(hw, Reason.NETWORK_CARD, f"{where}its nodes (PTP clocks, RDMA) "
+                                "serve the host's network; it has nothing to give a pod")
         elif withheld:
             self.ledger.outcome(hw, Reason.ONLY_WITHHELD, "only " + ", ".join(sorted(set(withheld)))
                                 + ", which is never delivered")
