@@ -26,8 +26,8 @@ from liken_devices.inventory.sources import read_facts
 from liken_devices.slices import devices_json, make_slice, validate_slice
 from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 from liken_devices.sysfs.reader import read_sysfs
-from liken_devices.sysfs.usbbus import usb_role
 from liken_devices.sysfs.umockdev import load_recording
+from liken_devices.sysfs.usbbus import usb_role
 from tests.support.corpus import recording_params
 from tests.support.sysfs_builder import SysfsBuilder
 

@@ -6,7 +6,8 @@ A GPU splits into its render node (the one shareable device, ``subsystem: "drm"`
 ``displayNode: true``), its i2c buses and DP AUX channels (each with its own subsystem); a
 device with one kind of node publishes it with that subsystem; a GPU's CEC adapter and every
 other kind of node it holds are exclusive devices of their own (``-<subsystem>``); any other mix
-is published whole, exclusive and without subsystem. A device a matcher selects by ``subsystem`` must carry it.
+is published whole, exclusive and without subsystem. A device a matcher selects by
+``subsystem`` must carry it.
 """
 
 from __future__ import annotations

@@ -188,8 +188,8 @@ def test_scan_to_claim_to_match_on_this_machine(tmp_path: Path,
     assert "=> allocatable: device gets usb-5-2-1-0" in out
 
 
-def test_claim_for_an_interface_holding_a_usb_class_node(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_claim_for_an_interface_holding_a_usb_class_node(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """rules: usb.bus-devices-only. On an older kernel's recording whose cdc-wdm and hiddev
     nodes sit in the usb class, claim-for the modem's interface gives a claim that match
     allocates, and delivers the node; no device is named after the node itself."""

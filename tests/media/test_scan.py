@@ -183,6 +183,32 @@ def test_a_gpu_without_a_media_device_is_said_with_its_reason(
             "not published: no driver"]
 
 
+def test_a_render_node_kept_out_of_the_slice_is_said_with_what_kept_it() -> None:
+    """rules: media.gpu-without-media. A GPU whose render node is in sysfs but whose render
+    device the slice dropped (the cap): the line says so, from the inventory's outcome; hardware
+    that is no GPU gets no line."""
+    from liken_devices.inventory.model import Inventory, Outcome, Reason
+    from liken_devices.media.devices import without_media
+    from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
+
+    gpu = "/devices/pci0000:00/0000:00:02.0"
+    hda = "/devices/pci0000:00/0000:00:1f.3"
+    snap = Snapshot({
+        gpu: SysDevice(gpu, "pci", "i915", {"PCI_CLASS": "30000"}),
+        f"{gpu}/drm/renderD128": SysDevice(f"{gpu}/drm/renderD128", "drm", None, {},
+                                           node=DevNode("dri/renderD128", "c", 226, 128)),
+        f"{gpu}/drm/card0": SysDevice(f"{gpu}/drm/card0", "drm", None, {},
+                                      node=DevNode("dri/card0", "c", 226, 0)),
+        hda: SysDevice(hda, "pci", None, {"PCI_CLASS": "40300"})})
+    inv = Inventory((), (
+        Outcome(gpu, "pci", "0000:00:02.0", "i915", ("pci-0000-00-02-0-display",), None,
+                f"{Reason.OVER_CAP}: pci-0000-00-02-0"),
+        Outcome(hda, "pci", "0000:00:1f.3", None, (), Reason.NO_DRIVER)), ())
+    assert without_media(inv, snap) == [
+        "no media device for pci 0000:00:02.0 [i915]: no render node published for it: "
+        "published as pci-0000-00-02-0-display only (past the 128 cap: pci-0000-00-02-0)"]
+
+
 def test_absent_node_in_dev(machine: Machine, caplog: pytest.LogCaptureFixture) -> None:
     # sysfs has the render node, /dev does not (no GPU passed to the pod): the query fails.
     machine.sys.gpu("0000:00:02.0")

@@ -19,8 +19,8 @@ from typing import Any
 
 from ..inventory.attributes import clean_string, pci_class
 from ..inventory.model import Inventory, PublishedDevice
-from ..sysfs.model import Snapshot
 from ..slices import ensure_valid, make_slice
+from ..sysfs.model import Snapshot
 from .capabilities import capability_flags, log_line
 from .probe import DEFAULT_TIMEOUT, ProbeResult, probe_nodes
 
@@ -50,7 +50,8 @@ def without_media(inventory: Inventory, snapshot: Snapshot) -> list[str]:
     rules: media.gpu-without-media. A GPU is a PCI function of base class display (``0x03``)
     or any considered hardware whose subtree holds a DRM node (a board's display controller).
     """
-    drm = [d.path for d in snapshot.devices.values() if d.subsystem == "drm" and d.node]
+    drm = [(d.path, d.node.name.rsplit("/", 1)[-1]) for d in snapshot.devices.values()
+           if d.subsystem == "drm" and d.node is not None]
     render = {d.name for d in inventory.devices if d.is_render}
     out: list[str] = []
     for o in inventory.outcomes:
@@ -58,15 +59,14 @@ def without_media(inventory: Inventory, snapshot: Snapshot) -> list[str]:
             continue
         dev = snapshot.get(o.path)
         code = pci_class(dev) if dev is not None and o.bus == "pci" else None
-        under = [p for p in drm if p.startswith(o.path + "/")]
+        under = [base for path, base in drm if path.startswith(o.path + "/")]
         if not (under or (code is not None and code >> 16 == PCI_DISPLAY_BASE_CLASS)):
             continue
         head = f"no media device for {o.bus} {o.address} [{o.driver or 'no driver'}]: no render " \
             "node published for it: "
         if not o.devices:
             why = f"not published: {o.reason}" + (f" ({o.detail})" if o.detail else "")
-        elif not any(snapshot.devices[p].node.name.rsplit("/", 1)[-1].startswith("renderD")
-                     for p in under if snapshot.devices[p].node):
+        elif not any(base.startswith("renderD") for base in under):
             why = f"its driver made none (published as {', '.join(o.devices)} only)"
         else:
             why = (f"published as {', '.join(o.devices)} only"
