@@ -124,8 +124,32 @@ def test_split_by_literal_cases() -> None:
     got = split([render, _dev(f"{gpu}/y", None, "y", 240, 1)], False)
     assert [s.kind for s in got.devices] == ["render"]
     assert got.left_out == ["/dev/y (a node of no subsystem)"]
-    assert [s.why for s in split([render, card, cec], False).devices] == [
-        "render node, shared", "card node, exclusive", "CEC adapter, exclusive"]
+    i2c = _dev("/devices/pci0000:00/0000:00:02.0/i2c-3/i2c-dev/i2c-3", "i2c-dev", "i2c-3", 89, 3)
+    aux = _dev(f"{gpu}/card0/card0-DP-1/drm_dp_aux0", "drm_dp_aux_dev", "drm_dp_aux0", 237, 0)
+    # explain's words for each part, the named kinds before the others whatever their names.
+    assert [(s.suffix, s.why) for s in split([render, card, cec, i2c, aux, misc],
+                                             False).devices] == [
+        ("", "render node, shared"), ("-display", "card node, exclusive"),
+        ("-cec", "CEC adapter, exclusive"), ("-drm-dp-aux-dev", "DP AUX channels, exclusive"),
+        ("-i2c-dev", "i2c buses, exclusive"),
+        ("-misc", "misc nodes, a kind the GPU split does not name, exclusive")]
+    # A kind whose suffix a part already has is left out, named after that part, never merged.
+    twin = _dev("/devices/pci0000:00/0000:00:02.0/i2c_dev0", "i2c_dev", "i2c_dev0", 240, 2)
+    fake = _dev("/devices/pci0000:00/0000:00:02.0/d0", "display", "d0", 240, 3)
+    # "drm-dp-aux-dev" sorts before "drm_dp_aux_dev": the named kind still keeps its name.
+    dashed = _dev("/devices/pci0000:00/0000:00:02.0/x1", "drm-dp-aux-dev", "x1", 240, 4)
+    got = split([render, card, i2c, twin, fake, dashed, aux], False)
+    assert [(s.suffix, [n.name for n in s.nodes]) for s in got.devices] == [
+        ("", ["dri/renderD128"]), ("-display", ["dri/card0"]),
+        ("-drm-dp-aux-dev", ["drm_dp_aux0"]), ("-i2c-dev", ["i2c-3"])]
+    assert got.left_out == ["/dev/d0 (display: its name -display is taken by the card node)",
+                            "/dev/x1 (drm-dp-aux-dev: its name -drm-dp-aux-dev is taken by the "
+                            "DP AUX channels)",
+                            "/dev/i2c_dev0 (i2c_dev: its name -i2c-dev is taken by the i2c "
+                            "buses)"]
+    # Hardware that is one device, or no GPU, says nothing more of it.
+    assert [s.why for s in split([tty], False).devices] == [""]
+    assert [s.why for s in split([tty, misc], True).devices] == ["", ""]
     (s,) = split([tty], False).devices
     assert (s.suffix, s.kind, s.extra, s.shareable) == ("", "tty", {"subsystem": "tty"}, False)
     (s,) = split([nameless], False).devices

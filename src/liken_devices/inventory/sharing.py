@@ -92,7 +92,7 @@ def _gpu(nodes: list[SysDevice]) -> Splits:
             render.append(n.node)
         elif role == "card":
             card.append(n.node)
-        elif not n.subsystem and node_kind(n) != "sound":
+        elif not n.subsystem:
             # The suffix of an unnamed kind is its subsystem (rules: names.suffix); a node filed
             # under none has no name to be published by.
             left_out.append(f"{n.node.path} (a node of no subsystem)")
@@ -114,8 +114,8 @@ def _gpu(nodes: list[SysDevice]) -> Splits:
     for kind, ns in sorted(others.items(), key=lambda kv: (kv[0] not in GPU_NAMED, kv[0])):
         suffix = suffix_of(kind)
         if suffix in taken:
-            left_out.extend(f"{n.path} ({kind}: its name {suffix} is the {taken[suffix]}'s)"
-                            for n in ns)
+            left_out.extend(f"{n.path} ({kind}: its name {suffix} is taken by the "
+                            f"{taken[suffix]})" for n in ns)
             continue
         # One initiator per CEC adapter, one writer of raw i2c or AUX traffic: each named kind
         # is exclusive (rules: sharing.gpu-cec). Any other kind is exclusive too, since
