@@ -4,8 +4,10 @@ No claim ever receives the console, /dev/rtc0, a TPM node, a serio-attached tty,
 device backing a storage role (any block device when the facts are unreadable); no node of one
 published device is delivered by another device's claim, Bluetooth included (a Bluetooth claim
 states an event number only when its node, if any, is under /devices/virtual/ or under the
-adapter); names are unique DNS labels of at most 63 characters; only the render half of a GPU is
-shareable, and it delivers render nodes only; every slice passes the validator.
+adapter); names are unique DNS labels of at most 63 characters, each a bus device's (never a
+class device's such as ``hiddev0``); no network card's PTP clock is delivered, on any bus; only
+the render half of a GPU is shareable, and it delivers render nodes only; every slice passes the
+validator.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
     for name in names:
         assert len(name) <= 63 and DNS_LABEL.match(name), name
     check_bus_names(snap, inv)
+    check_network(snap, inv)
     for d in inv.devices:
         if d.shareable:
             assert d.attributes.get("renderNode") is True
@@ -98,6 +101,21 @@ def check_bus_names(snap: Snapshot, inv: Inventory) -> None:
             assert usb_role(src.name, src.devtype) is not None, f"{d.name} is no bus device"
         elif bus == "pci":
             assert PCI_ADDRESS.fullmatch(src.name.lower()), d.name
+
+
+def check_network(snap: Snapshot, inv: Inventory) -> None:
+    """rules: hardware.network-cards. On every bus, no claim gets a PTP clock of a network card:
+    hardware with a network interface below it, or a PCI function of class network."""
+    nets = [x.path for x in snap.devices.values() if x.subsystem == "net"]
+    at = {(x.node.major, x.node.minor): x for x in snap.devices.values() if x.node}
+    for d in inv.devices:
+        src = snap.devices[d.source]
+        code = src.props.get("PCI_CLASS", "") if src.subsystem == "pci" else ""
+        card = (len(code) == 5 and code.startswith("2")) or any(
+            p.startswith(d.source + "/") for p in nets)
+        for n in d.nodes if card else ():
+            x = at.get((n.major, n.minor))
+            assert x is None or x.subsystem != "ptp", f"{d.name} delivers {n.path}"
 
 
 def kernel_names(n: DevNode) -> set[str]:
@@ -194,7 +212,7 @@ def check_machine_usb_devices(snap: Snapshot, ctx: Context, inv: Inventory) -> N
 
 NODE_KINDS = ["card", "render", "i2c-dev", "drm_dp_aux_dev", "graphics", "sound", "jack", "input",
               "tty", "block", "tpm", "tpmrm", "rtc", "hidraw", "misc", "cec", "video4linux",
-              "watchdog", "usbclass"]
+              "watchdog", "usbclass", "ptp"]
 
 
 def node_dev(parent: str, kind: str, i: int) -> SysDevice:
@@ -215,6 +233,7 @@ def node_dev(parent: str, kind: str, i: int) -> SysDevice:
         "watchdog": ("watchdog", f"watchdog{i}" if i else "watchdog", 247, i),
         # An older kernel's usb class: SUBSYSTEM=usb, no DEVTYPE, under its interface.
         "usbclass": ("usb", f"usb/hiddev{i}" if i % 2 else f"cdc-wdm{i}", 180, 96 + i),
+        "ptp": ("ptp", f"ptp{i}", 246, i),
     }
     sub, name, major, minor = table[kind]
     short = name.rsplit("/", 1)[-1]
@@ -237,12 +256,19 @@ def machines(draw: st.DrawFn) -> tuple[Snapshot, Context]:
             devs[n.path] = n
 
     nodes = st.lists(st.tuples(st.sampled_from(NODE_KINDS), st.integers(0, 3)), max_size=5)
+
+    def maybe_net(path: str) -> None:
+        # A network interface below some hardware, on any bus (rules: hardware.network-cards).
+        if draw(st.integers(0, 3)) == 0:
+            devs[f"{path}/net/eth0"] = SysDevice(f"{path}/net/eth0", "net", None, {})
+
     drivers = st.sampled_from([None, "drv", "drv"])
     for i in range(draw(st.integers(0, 5))):
         path = f"/devices/pci0000:00/0000:00:{i:02x}.0"
         cls = draw(st.sampled_from([0x030000, 0x040300, 0x060400, 0x010802, 0x0C0330, 0x020000]))
         devs[path] = SysDevice(path, "pci", draw(drivers), {"PCI_CLASS": f"{cls:X}",
                                                            "PCI_ID": "8086:1234"})
+        maybe_net(path)
         for kind, idx in draw(nodes):
             add(node_dev(path, kind, idx))
     usb_serio: list[SerioEntry] = []
@@ -268,11 +294,13 @@ def machines(draw: st.DrawFn) -> tuple[Snapshot, Context]:
                 for idx in draw(st.lists(st.integers(0, 6), max_size=2)):
                     add(node_dev(f"{hci}/{hci[-4:]}:1/0005:1234:5678.000{idx % 10}", "input",
                                  idx))  # a connected peripheral's input device
+            maybe_net(ipath)
             for kind, idx in draw(nodes):
                 add(node_dev(ipath, kind, idx))
     for p in range(draw(st.integers(0, 3))):
         path = f"/devices/platform/board.{p}"
         devs[path] = SysDevice(path, "platform", draw(drivers), {"MODALIAS": f"platform:b{p}"})
+        maybe_net(path)
         for kind, idx in draw(nodes):
             add(node_dev(path, kind, idx))
     for idx in draw(st.lists(st.integers(0, 6), max_size=3)):
