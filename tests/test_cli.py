@@ -83,6 +83,39 @@ def test_explain_gives_every_outcome(capsys: pytest.CaptureFixture[str],
     assert "declare iwlwifi in spec.modules" in text
 
 
+def test_explain_names_every_device_a_gpu_became_and_why(capsys: pytest.CaptureFixture[str],
+                                                         tmp_path: Path) -> None:
+    """rules: sharing.gpu-cec, sharing.gpu-unnamed-kind. An i915 with a DP-CEC adapter and a
+    node of no subsystem: explain names each of its devices with what it is, and the node left
+    out with why; -o json gives the same per device."""
+    b = SysfsBuilder(tmp_path / "sys")
+    gpu = b.gpu()
+    b.dp_cec(gpu)
+    nameless = b.dir(gpu) / "mystery0"
+    nameless.mkdir()
+    (nameless / "uevent").write_text("MAJOR=250\nMINOR=9\nDEVNAME=mystery0\n")
+    (b.root / "dev" / "char" / "250:9").symlink_to("../../devices/pci0000:00/0000:00:02.0/"
+                                                    "mystery0")
+    args = ["--sysfs", str(b.root), "--facts", str(tmp_path), "--node", "n"]
+    code, text, _ = run(capsys, "explain", *args)
+    assert code == 0
+    [line] = [x for x in text.replace("\n    ", " ").splitlines()
+              if x.startswith("pci 0000:00:02.0")]
+    assert line == (
+        "pci 0000:00:02.0 [i915]: published as pci-0000-00-02-0 (render node, shared), "
+        "pci-0000-00-02-0-display (card node, exclusive), pci-0000-00-02-0-cec (CEC adapter, "
+        "exclusive), pci-0000-00-02-0-drm-dp-aux-dev (DP AUX channels, exclusive), "
+        "pci-0000-00-02-0-i2c-dev (i2c buses, exclusive), pci-0000-00-02-0-input (input nodes, "
+        "a kind the GPU split does not name, exclusive); left out /dev/mystery0 (a node of no "
+        "subsystem)")
+    _, out, _ = run(capsys, "explain", "-o", "json", *args)
+    [gpu_json] = [h for h in json.loads(out)["hardware"] if h["address"] == "0000:00:02.0"]
+    assert gpu_json["devices"][:2] == ["pci-0000-00-02-0", "pci-0000-00-02-0-display"]
+    assert gpu_json["parts"][:3] == ["render node, shared", "card node, exclusive",
+                                     "CEC adapter, exclusive"]
+    assert len(gpu_json["parts"]) == len(gpu_json["devices"]) == 6
+
+
 def test_report_is_a_machine_ready_to_uncomment(capsys: pytest.CaptureFixture[str],
                                                 machine: list[str]) -> None:
     _code, out, _ = run(capsys, "report", *machine)

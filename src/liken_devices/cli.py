@@ -163,6 +163,8 @@ def explain_json(inv: Inventory, late: dict[str, list[dict[str, Any]]] | None = 
         "hardware": [
             {"path": o.path, "bus": o.bus, "address": o.address, "driver": o.driver,
              "devices": list(o.devices),
+             # What each device is, in the order of devices, when the hardware became several.
+             **({"parts": list(o.parts)} if o.parts else {}),
              "reason": None if o.reason is None else str(o.reason), "detail": o.detail}
             for o in inv.outcomes
         ],
@@ -198,8 +200,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 detail = (f"Bluetooth adapter; {len(left)} of its 32 event numbers left out as "
                           f"other devices' own: {', '.join(f'13:{x.node.minor}' for x in left)} "
                           "(-o json: leftOut names each owner)")
-            out.append(f"{head}: published as {', '.join(o.devices)}"
-                       + (f" ({detail})" if detail else ""))
+            if o.parts:
+                # Hardware that became several devices (a GPU): each with what it is.
+                # rules: sharing.gpu-split, sharing.gpu-unnamed-kind
+                named = ", ".join(f"{name} ({why})" if why else name
+                                  for name, why in zip(o.devices, o.parts, strict=True))
+                out.append(f"{head}: published as {named}" + (f"; {detail}" if detail else ""))
+            else:
+                out.append(f"{head}: published as {', '.join(o.devices)}"
+                           + (f" ({detail})" if detail else ""))
             out.extend(f"  {name} UNHEALTHY in claim {x['claim']}: {x['why']}, registered "
                        "after the container started (it can read it until it restarts)"
                        for name in o.devices for x in late.get(name, ()))

@@ -69,3 +69,76 @@ def cec_adapter(b: SysfsBuilder, *, attached: bool, tty: str = "ttyACM0") -> Dev
         inp = b.device(rc, "input30", "input")
         b.node(inp, "input", "event30", 13, 94, devname="input/event30")
     return usb
+
+
+# What umockdev-record writes of such a machine (an older kernel's udev database: the class
+# devices say SUBSYSTEM=usb and have no DEVTYPE).
+OLD_KERNEL_USB = """P: /devices/pci0000:00/0000:00:1d.0
+E: DRIVER=ehci_hcd
+E: PCI_CLASS=C0320
+E: PCI_ID=8086:3A3A
+E: SUBSYSTEM=pci
+
+P: /devices/pci0000:00/0000:00:1d.0/usb1
+N: bus/usb/001/001
+E: BUSNUM=001
+E: DEVNUM=001
+E: DEVTYPE=usb_device
+E: DRIVER=usb
+E: MAJOR=189
+E: MINOR=0
+E: PRODUCT=1d6b/2/206
+E: TYPE=9/0/0
+E: SUBSYSTEM=usb
+
+P: /devices/pci0000:00/0000:00:1d.0/usb1/1-1
+N: bus/usb/001/003
+E: BUSNUM=001
+E: DEVNUM=003
+E: DEVTYPE=usb_device
+E: DRIVER=usb
+E: MAJOR=189
+E: MINOR=2
+E: PRODUCT=46d/c31c/6400
+E: TYPE=0/0/0
+E: SUBSYSTEM=usb
+
+P: /devices/pci0000:00/0000:00:1d.0/usb1/1-1/1-1:1.1
+E: DEVTYPE=usb_interface
+E: DRIVER=usbhid
+E: INTERFACE=3/0/0
+E: MODALIAS=usb:v046DpC31Cd6400dc00dsc00dp00ic03isc00ip00
+E: SUBSYSTEM=usb
+
+P: /devices/pci0000:00/0000:00:1d.0/usb1/1-1/1-1:1.1/usb/hiddev0
+N: usb/hiddev0
+E: DEVNAME=/dev/usb/hiddev0
+E: MAJOR=180
+E: MINOR=96
+E: SUBSYSTEM=usb
+
+P: /devices/pci0000:00/0000:00:1d.0/usb1/1-2
+N: bus/usb/001/004
+E: BUSNUM=001
+E: DEVNUM=004
+E: DEVTYPE=usb_device
+E: DRIVER=usb
+E: MAJOR=189
+E: MINOR=3
+E: PRODUCT=12d1/1506/0
+E: TYPE=0/0/0
+E: SUBSYSTEM=usb
+
+P: /devices/pci0000:00/0000:00:1d.0/usb1/1-2/1-2:1.3
+E: DEVTYPE=usb_interface
+E: DRIVER=cdc_wdm
+E: INTERFACE=255/1/9
+E: SUBSYSTEM=usb
+
+P: /devices/pci0000:00/0000:00:1d.0/usb1/1-2/1-2:1.3/usb/cdc-wdm1
+N: cdc-wdm1
+E: DEVNAME=/dev/cdc-wdm1
+E: MAJOR=180
+E: MINOR=177
+E: SUBSYSTEM=usb
+"""

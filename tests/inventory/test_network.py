@@ -159,6 +159,64 @@ def test_a_usb_network_interface_is_a_network_card_but_a_modems_control_port_sti
     assert "usb-1-4-1-0" not in inv.by_name()
 
 
+def zynqmp_gem(b: SysfsBuilder, *, netdev: bool = True) -> None:
+    """A ZynqMP board's Cadence GEM as the kernel lays it out: the devicetree's ``axi`` simple
+    bus (no driver), ``ff0e0000.ethernet`` bound to macb (OF_NAME=ethernet), its network
+    interface ``net/eth0`` and the PTP clock macb registers, ``ptp/ptp0``."""
+    axi = b.device("/devices/platform", "axi", "platform",
+                   {"OF_NAME": "axi", "OF_FULLNAME": "/axi", "OF_COMPATIBLE_0": "simple-bus",
+                    "OF_COMPATIBLE_N": "1", "MODALIAS": "of:NaxiT(null)Csimple-bus"})
+    gem = b.device(axi, "ff0e0000.ethernet", "platform",
+                   {"OF_NAME": "ethernet", "OF_FULLNAME": "/axi/ethernet@ff0e0000",
+                    "OF_COMPATIBLE_0": "xlnx,zynqmp-gem", "OF_COMPATIBLE_1": "cdns,gem",
+                    "OF_COMPATIBLE_N": "2",
+                    "MODALIAS": "of:NethernetT(null)Cxlnx,zynqmp-gemCcdns,gem"}, driver="macb")
+    if netdev:
+        b.device(gem, "eth0", "net", {"INTERFACE": "eth0", "IFINDEX": "2"}, subdir="net")
+    b.node(gem, "ptp", "ptp0", 246, 0, subdir="ptp")
+
+
+@pytest.mark.parametrize("netdev", [True, False], ids=["eth0", "netdev-in-a-pod"])
+def test_a_board_network_port_never_appears_and_its_ptp_clock_is_never_delivered(
+        b: SysfsBuilder, netdev: bool) -> None:
+    """rules: hardware.network-cards. A Zynq board's macb port with ``/dev/ptp0``: the network
+    device is not published on the platform bus either, and explain says why. With its netdev
+    moved into a pod's namespace the devicetree node's name (``ethernet``) still says what it
+    is."""
+    zynqmp_gem(b, netdev=netdev)
+    inv = scan(b)
+    assert inv.devices == ()
+    assert reason(inv, "ff0e0000.ethernet") == Reason.NETWORK_CARD
+    [o] = [o for o in inv.outcomes if o.address == "ff0e0000.ethernet"]
+    assert "network device" in o.detail and "PTP" in o.detail
+
+
+def test_a_board_network_devices_other_nodes_still_publish(b: SysfsBuilder) -> None:
+    """rules: hardware.network-cards. A board modem (a network interface and its control port)
+    keeps its control port, as a USB modem does; only the host network's nodes go."""
+    modem = b.board("platform", "4080000.remoteproc", driver="qcom-q6v5-mss")
+    b.device(modem, "rmnet_ipa0", "net", {"INTERFACE": "rmnet_ipa0"}, subdir="net")
+    b.node(modem, "wwan", "wwan0at0", 234, 0, subdir="wwan0/wwan0at0")
+    b.node(modem, "ptp", "ptp1", 246, 1, subdir="ptp")
+    inv = scan(b)
+    assert [d.name for d in inv.devices] == ["platform-4080000-remoteproc"]
+    assert delivered(inv) == ["/dev/wwan0at0"]
+
+
+def test_explain_says_a_board_network_port_is_a_network_card(
+        b: SysfsBuilder, capsys: pytest.CaptureFixture[str]) -> None:
+    """rules: hardware.network-cards. explain's line for the Zynq port gives the reason."""
+    from liken_devices.cli import main
+
+    zynqmp_gem(b)
+    assert main(["explain", "--sysfs", str(b.root), "--facts", str(b.root.parent),
+                 "--node", "n"]) == 0
+    text = capsys.readouterr().out.replace("\n    ", " ")
+    assert ("platform ff0e0000.ethernet [macb]: not published: a network card (a network "
+            "device on the platform bus: its nodes (PTP clocks, RDMA) serve the host's network; "
+            "it has nothing to give a pod)") in text
+
+
 def test_network_cards_never_appear_on_recordings() -> None:
     """The hwloc recording's igb cards carry /dev/ptp*, its Mellanox card uverbs0, umad0 and
     issm0: none is delivered and none of the cards appears."""

@@ -4,8 +4,10 @@ No claim ever receives the console, /dev/rtc0, a TPM node, a serio-attached tty,
 device backing a storage role (any block device when the facts are unreadable); no node of one
 published device is delivered by another device's claim, Bluetooth included (a Bluetooth claim
 states an event number only when its node, if any, is under /devices/virtual/ or under the
-adapter); names are unique DNS labels of at most 63 characters; only the render half of a GPU is
-shareable, and it delivers render nodes only; every slice passes the validator.
+adapter); names are unique DNS labels of at most 63 characters, each a bus device's (never a
+class device's such as ``hiddev0``); no network card's PTP clock is delivered, on any bus; only
+the render half of a GPU is shareable, and it delivers render nodes only; every slice passes the
+validator.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from liken_devices.slices import devices_json, make_slice, validate_slice
 from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 from liken_devices.sysfs.reader import read_sysfs
 from liken_devices.sysfs.umockdev import load_recording
+from liken_devices.sysfs.usbbus import usb_role
 from tests.support.corpus import recording_params
 from tests.support.sysfs_builder import SysfsBuilder
 
@@ -72,6 +75,8 @@ def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
     assert len(names) == len(set(names)), "device names are not unique"
     for name in names:
         assert len(name) <= 63 and DNS_LABEL.match(name), name
+    check_bus_names(snap, inv)
+    check_network(snap, inv)
     for d in inv.devices:
         if d.shareable:
             assert d.attributes.get("renderNode") is True
@@ -79,6 +84,38 @@ def check_invariants(snap: Snapshot, ctx: Context, inv: Inventory) -> None:
     assert len(inv.devices) <= 128
     obj = make_slice("node-1", DRIVER, devices_json(inv))
     assert validate_slice(obj) == []
+
+
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def check_bus_names(snap: Snapshot, inv: Inventory) -> None:
+    """rules: usb.bus-devices-only. Every device is named after a bus device's address: a USB
+    one after a USB device or interface (never a class device such as ``hiddev0``), a PCI one
+    after a function."""
+    for d in inv.devices:
+        src = snap.devices[d.source]
+        bus = d.attributes["bus"]
+        assert d.name.startswith(f"{bus}-"), d.name
+        if bus == "usb":
+            assert usb_role(src.name, src.devtype) is not None, f"{d.name} is no bus device"
+        elif bus == "pci":
+            assert PCI_ADDRESS.fullmatch(src.name.lower()), d.name
+
+
+def check_network(snap: Snapshot, inv: Inventory) -> None:
+    """rules: hardware.network-cards. On every bus, no claim gets a PTP clock of a network card:
+    hardware with a network interface below it, or a PCI function of class network."""
+    nets = [x.path for x in snap.devices.values() if x.subsystem == "net"]
+    at = {(x.node.major, x.node.minor): x for x in snap.devices.values() if x.node}
+    for d in inv.devices:
+        src = snap.devices[d.source]
+        code = src.props.get("PCI_CLASS", "") if src.subsystem == "pci" else ""
+        card = (len(code) == 5 and code.startswith("2")) or any(
+            p.startswith(d.source + "/") for p in nets)
+        for n in d.nodes if card else ():
+            x = at.get((n.major, n.minor))
+            assert x is None or x.subsystem != "ptp", f"{d.name} delivers {n.path}"
 
 
 def kernel_names(n: DevNode) -> set[str]:
@@ -103,7 +140,8 @@ def check_exclusive(snap: Snapshot, inv: Inventory) -> None:
     for d in inv.devices:
         for n in d.nodes:
             x = at.get((n.type, n.major, n.minor))
-            if x is not None and x.subsystem != "usb" and x.path.startswith(d.source + "/"):
+            usbfs = x is not None and x.subsystem == "usb" and usb_role(x.name, x.devtype)
+            if x is not None and not usbfs and x.path.startswith(d.source + "/"):
                 own[(n.type, n.major, n.minor)] = d.name
     for d in inv.devices:
         for n in d.nodes:
@@ -174,7 +212,7 @@ def check_machine_usb_devices(snap: Snapshot, ctx: Context, inv: Inventory) -> N
 
 NODE_KINDS = ["card", "render", "i2c-dev", "drm_dp_aux_dev", "graphics", "sound", "jack", "input",
               "tty", "block", "tpm", "tpmrm", "rtc", "hidraw", "misc", "cec", "video4linux",
-              "watchdog"]
+              "watchdog", "usbclass", "ptp"]
 
 
 def node_dev(parent: str, kind: str, i: int) -> SysDevice:
@@ -193,6 +231,9 @@ def node_dev(parent: str, kind: str, i: int) -> SysDevice:
         "misc": ("misc", f"misc{i}", 10, 100 + i), "cec": ("cec", f"cec{i}", 242, i),
         "video4linux": ("video4linux", f"video{i}", 81, i),
         "watchdog": ("watchdog", f"watchdog{i}" if i else "watchdog", 247, i),
+        # An older kernel's usb class: SUBSYSTEM=usb, no DEVTYPE, under its interface.
+        "usbclass": ("usb", f"usb/hiddev{i}" if i % 2 else f"cdc-wdm{i}", 180, 96 + i),
+        "ptp": ("ptp", f"ptp{i}", 246, i),
     }
     sub, name, major, minor = table[kind]
     short = name.rsplit("/", 1)[-1]
@@ -215,12 +256,19 @@ def machines(draw: st.DrawFn) -> tuple[Snapshot, Context]:
             devs[n.path] = n
 
     nodes = st.lists(st.tuples(st.sampled_from(NODE_KINDS), st.integers(0, 3)), max_size=5)
+
+    def maybe_net(path: str) -> None:
+        # A network interface below some hardware, on any bus (rules: hardware.network-cards).
+        if draw(st.integers(0, 3)) == 0:
+            devs[f"{path}/net/eth0"] = SysDevice(f"{path}/net/eth0", "net", None, {})
+
     drivers = st.sampled_from([None, "drv", "drv"])
     for i in range(draw(st.integers(0, 5))):
         path = f"/devices/pci0000:00/0000:00:{i:02x}.0"
         cls = draw(st.sampled_from([0x030000, 0x040300, 0x060400, 0x010802, 0x0C0330, 0x020000]))
         devs[path] = SysDevice(path, "pci", draw(drivers), {"PCI_CLASS": f"{cls:X}",
                                                            "PCI_ID": "8086:1234"})
+        maybe_net(path)
         for kind, idx in draw(nodes):
             add(node_dev(path, kind, idx))
     usb_serio: list[SerioEntry] = []
@@ -246,11 +294,13 @@ def machines(draw: st.DrawFn) -> tuple[Snapshot, Context]:
                 for idx in draw(st.lists(st.integers(0, 6), max_size=2)):
                     add(node_dev(f"{hci}/{hci[-4:]}:1/0005:1234:5678.000{idx % 10}", "input",
                                  idx))  # a connected peripheral's input device
+            maybe_net(ipath)
             for kind, idx in draw(nodes):
                 add(node_dev(ipath, kind, idx))
     for p in range(draw(st.integers(0, 3))):
         path = f"/devices/platform/board.{p}"
         devs[path] = SysDevice(path, "platform", draw(drivers), {"MODALIAS": f"platform:b{p}"})
+        maybe_net(path)
         for kind, idx in draw(nodes):
             add(node_dev(path, kind, idx))
     for idx in draw(st.lists(st.integers(0, 6), max_size=3)):

@@ -1,10 +1,13 @@
-"""Sharing (rules: sharing.gpu-split, sharing.unknown-mix), each published attribute literally.
+"""Sharing (rules: sharing.gpu-split, sharing.unknown-mix, sharing.gpu-unnamed-kind), each
+published attribute literally.
 
 A GPU splits into its render node (the one shareable device, ``subsystem: "drm"``,
 ``renderNode: true``), its card node (``-display``, exclusive, ``subsystem: "drm"``,
 ``displayNode: true``), its i2c buses and DP AUX channels (each with its own subsystem); a
-device with one kind of node publishes it with that subsystem; any other mix is published whole,
-exclusive and without subsystem. A device a matcher selects by ``subsystem`` must carry it.
+device with one kind of node publishes it with that subsystem; a GPU's CEC adapter and every
+other kind of node it holds are exclusive devices of their own (``-<subsystem>``); any other mix
+is published whole, exclusive and without subsystem. A device a matcher selects by
+``subsystem`` must carry it.
 """
 
 from __future__ import annotations
@@ -98,29 +101,66 @@ def test_split_by_literal_cases() -> None:
     card = _dev(f"{gpu}/card0", "drm", "dri/card0", 226, 0)
     other = _dev(f"{gpu}/x", "drm", "dri/by-path", 226, 200)  # drm, neither render nor card
     misc = _dev("/devices/pci0000:00/0000:00:02.0/misc/accel0", "misc", "accel0", 10, 99)
+    cec = _dev("/devices/pci0000:00/0000:00:02.0/cec0", "cec", "cec0", 242, 0)
     tty = _dev("/devices/platform/serial8250/tty/ttyS0", "tty", "ttyS0", 4, 64)
     nameless = _dev("/devices/platform/x/y", None, "y", 240, 0)
 
-    assert [(s.suffix, s.kind, s.extra, s.shareable) for s in split([card, render], False)] == [
+    def shape(parts: list[SysDevice], serial: bool = False) -> list[tuple[object, ...]]:
+        got = split(parts, serial)
+        return [(s.suffix, s.kind, s.extra, s.shareable) for s in got.devices]
+
+    assert shape([card, render]) == [
         ("", "render", {"subsystem": "drm", "renderNode": True}, True),
         ("-display", "display", {"subsystem": "drm", "displayNode": True}, False)]
-    # A GPU that also holds another kind, or a bare drm node: a mix, whole and exclusive.
-    for mix in ([render, misc], [card, other], [other]):
-        (s,) = split(mix, False)
-        assert (s.suffix, s.kind, s.extra, s.shareable) == ("", "mix", {}, False)
-        assert sorted(n.name for n in s.nodes) == sorted(d.node.name for d in mix if d.node)
-    (s,) = split([tty], False)
+    # A GPU's CEC adapter and any kind the split does not name: exclusive, of their own; a
+    # bare drm node too (rules: sharing.gpu-cec, sharing.gpu-unnamed-kind).
+    assert shape([render, misc, cec]) == [
+        ("", "render", {"subsystem": "drm", "renderNode": True}, True),
+        ("-cec", "cec", {"subsystem": "cec"}, False),
+        ("-misc", "misc", {"subsystem": "misc"}, False)]
+    assert shape([card, other]) == [
+        ("-display", "display", {"subsystem": "drm", "displayNode": True}, False),
+        ("-drm", "drm", {"subsystem": "drm"}, False)]
+    got = split([render, _dev(f"{gpu}/y", None, "y", 240, 1)], False)
+    assert [s.kind for s in got.devices] == ["render"]
+    assert got.left_out == ["/dev/y (a node of no subsystem)"]
+    i2c = _dev("/devices/pci0000:00/0000:00:02.0/i2c-3/i2c-dev/i2c-3", "i2c-dev", "i2c-3", 89, 3)
+    aux = _dev(f"{gpu}/card0/card0-DP-1/drm_dp_aux0", "drm_dp_aux_dev", "drm_dp_aux0", 237, 0)
+    # explain's words for each part, the named kinds before the others whatever their names.
+    assert [(s.suffix, s.why) for s in split([render, card, cec, i2c, aux, misc],
+                                             False).devices] == [
+        ("", "render node, shared"), ("-display", "card node, exclusive"),
+        ("-cec", "CEC adapter, exclusive"), ("-drm-dp-aux-dev", "DP AUX channels, exclusive"),
+        ("-i2c-dev", "i2c buses, exclusive"),
+        ("-misc", "misc nodes, a kind the GPU split does not name, exclusive")]
+    # A kind whose suffix a part already has is left out, named after that part, never merged.
+    twin = _dev("/devices/pci0000:00/0000:00:02.0/i2c_dev0", "i2c_dev", "i2c_dev0", 240, 2)
+    fake = _dev("/devices/pci0000:00/0000:00:02.0/d0", "display", "d0", 240, 3)
+    # "drm-dp-aux-dev" sorts before "drm_dp_aux_dev": the named kind still keeps its name.
+    dashed = _dev("/devices/pci0000:00/0000:00:02.0/x1", "drm-dp-aux-dev", "x1", 240, 4)
+    got = split([render, card, i2c, twin, fake, dashed, aux], False)
+    assert [(s.suffix, [n.name for n in s.nodes]) for s in got.devices] == [
+        ("", ["dri/renderD128"]), ("-display", ["dri/card0"]),
+        ("-drm-dp-aux-dev", ["drm_dp_aux0"]), ("-i2c-dev", ["i2c-3"])]
+    assert got.left_out == ["/dev/d0 (display: its name -display is taken by the card node)",
+                            "/dev/x1 (drm-dp-aux-dev: its name -drm-dp-aux-dev is taken by the "
+                            "DP AUX channels)",
+                            "/dev/i2c_dev0 (i2c_dev: its name -i2c-dev is taken by the i2c "
+                            "buses)"]
+    # Hardware that is one device, or no GPU, says nothing more of it.
+    assert [s.why for s in split([tty], False).devices] == [""]
+    assert [s.why for s in split([tty, misc], True).devices] == ["", ""]
+    (s,) = split([tty], False).devices
     assert (s.suffix, s.kind, s.extra, s.shareable) == ("", "tty", {"subsystem": "tty"}, False)
-    (s,) = split([nameless], False)
+    (s,) = split([nameless], False).devices
     assert (s.kind, s.extra) == ("unknown", {"subsystem": "unknown"})
-    (s,) = split([tty, misc], False)
+    (s,) = split([tty, misc], False).devices
     assert (s.suffix, s.kind, s.extra, s.shareable) == ("", "mix", {}, False)
     assert [n.name for n in s.nodes] == ["accel0", "ttyS0"]
     # A serial-line adapter: one device per kind, suffixed, each exclusive.
-    got = [(s.suffix, s.kind, s.extra, s.shareable) for s in split([tty, misc], True)]
-    assert got == [("-misc", "misc", {"subsystem": "misc"}, False),
-                   ("-tty", "tty", {"subsystem": "tty"}, False)]
+    assert shape([tty, misc], True) == [("-misc", "misc", {"subsystem": "misc"}, False),
+                                        ("-tty", "tty", {"subsystem": "tty"}, False)]
     # A suffix is part of a DNS label: a kind's "_" becomes "-" (rules: names.suffix).
     aux = _dev("/devices/platform/x/aux0", "drm_dp_aux_dev", "drm_dp_aux0", 237, 0)
-    assert [(s.suffix, s.kind) for s in split([aux, tty], True)] == [
+    assert [(s.suffix, s.kind) for s in split([aux, tty], True).devices] == [
         ("-drm-dp-aux-dev", "drm_dp_aux_dev"), ("-tty", "tty")]

@@ -23,6 +23,7 @@ from liken_devices.match.claimfor import Ambiguous, generate
 from liken_devices.match.matching import Question, answer
 from liken_devices.slices import devices_json, make_slice
 from liken_devices.sysfs.umockdev import load_recording
+from tests.inventory.support import OLD_KERNEL_USB
 from tests.support.corpus import recording_params
 
 NODE = "n1"
@@ -185,6 +186,25 @@ def test_scan_to_claim_to_match_on_this_machine(tmp_path: Path,
     out = capsys.readouterr().out
     assert "      request device (DeviceClass liken-usb-5-2-1-0, 1 device):" in out
     assert "=> allocatable: device gets usb-5-2-1-0" in out
+
+
+def test_claim_for_an_interface_holding_a_usb_class_node(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rules: usb.bus-devices-only. On an older kernel's recording whose cdc-wdm and hiddev
+    nodes sit in the usb class, claim-for the modem's interface gives a claim that match
+    allocates, and delivers the node; no device is named after the node itself."""
+    rec = tmp_path / "old.umockdev"
+    rec.write_text(OLD_KERNEL_USB)
+    inputs = ["--recording", str(rec), "--facts", str(tmp_path / "nofacts"), "--node", NODE]
+    assert main(["claim-for", "usb-1-2-1-3", *inputs]) == 0
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(capsys.readouterr().out)
+    assert main(["match", "-f", str(claim), *inputs]) == 0
+    assert "=> allocatable: device gets usb-1-2-1-3" in capsys.readouterr().out
+    for bogus in ("usb-hiddev0", "usb-cdc-wdm1"):
+        assert main(["claim-for", bogus, *inputs]) == 2
+        err = capsys.readouterr().err
+        assert f"no published device named {bogus!r}" in err and len(err.splitlines()) == 1
 
 
 def test_generated_objects_are_valid_kubernetes_objects() -> None:

@@ -21,7 +21,7 @@ import yaml
 from liken_devices.media.capabilities import NAMES
 from liken_devices.media.cli import main
 from liken_devices.slices import validate_slice
-from tests.support.sysfs_builder import SysfsBuilder
+from tests.support.sysfs_builder import Dev, SysfsBuilder
 
 from .conftest import CAPS, FakeGPUs
 
@@ -152,6 +152,61 @@ def test_no_render_node_prints_an_empty_slice(machine: Machine) -> None:
     obj = scan(machine)
     assert obj["spec"]["devices"] == []
     assert obj["metadata"]["name"] == "node-a-media.liken.sh"
+
+
+def test_a_gpu_without_a_media_device_is_said_with_its_reason(
+        machine: Machine, caplog: pytest.LogCaptureFixture) -> None:
+    """rules: media.gpu-without-media. Each GPU that gets no media device is named in one line
+    with why: no render node published for it, and the inventory's reason. An i915 whose
+    DP-CEC adapter sits under it keeps its render node and so its media device
+    (rules: sharing.gpu-cec)."""
+    machine.sys.gpu("0000:00:02.0", card=1, render=None)  # a display-only controller
+    machine.sys.pci("0000:01:00.0", vendor="10de", device="2504", cls=0x030000)  # no driver
+    machine.gpu("0000:03:00.0", 128, CAPS / "intel-dg2-ihd.txt")
+    machine.sys.dp_cec(Dev("/devices/pci0000:03/0000:03:00.0"))
+    caplog.set_level("INFO", logger="liken_devices.media")
+    for output in ("yaml", "table"):
+        caplog.clear()
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert main(machine.args("-o", output)) == 0
+        if output == "yaml":
+            obj = yaml.safe_load(out.getvalue())
+            assert [d["name"] for d in obj["spec"]["devices"]] == ["pci-0000-03-00-0"]
+        else:
+            assert [x.split()[0] for x in out.getvalue().splitlines()] == ["NAME",
+                                                                          "pci-0000-03-00-0"]
+        assert [m for m in caplog.messages if m.startswith("no media device")] == [
+            "no media device for pci 0000:00:02.0 [i915]: no render node published for it: its "
+            "driver made none (published as pci-0000-00-02-0-display only)",
+            "no media device for pci 0000:01:00.0 [no driver]: no render node published for it: "
+            "not published: no driver"]
+
+
+def test_a_render_node_kept_out_of_the_slice_is_said_with_what_kept_it() -> None:
+    """rules: media.gpu-without-media. A GPU whose render node is in sysfs but whose render
+    device the slice dropped (the cap): the line says so, from the inventory's outcome; hardware
+    that is no GPU gets no line."""
+    from liken_devices.inventory.model import Inventory, Outcome, Reason
+    from liken_devices.media.devices import without_media
+    from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
+
+    gpu = "/devices/pci0000:00/0000:00:02.0"
+    hda = "/devices/pci0000:00/0000:00:1f.3"
+    snap = Snapshot({
+        gpu: SysDevice(gpu, "pci", "i915", {"PCI_CLASS": "30000"}),
+        f"{gpu}/drm/renderD128": SysDevice(f"{gpu}/drm/renderD128", "drm", None, {},
+                                           node=DevNode("dri/renderD128", "c", 226, 128)),
+        f"{gpu}/drm/card0": SysDevice(f"{gpu}/drm/card0", "drm", None, {},
+                                      node=DevNode("dri/card0", "c", 226, 0)),
+        hda: SysDevice(hda, "pci", None, {"PCI_CLASS": "40300"})})
+    inv = Inventory((), (
+        Outcome(gpu, "pci", "0000:00:02.0", "i915", ("pci-0000-00-02-0-display",), None,
+                f"{Reason.OVER_CAP}: pci-0000-00-02-0"),
+        Outcome(hda, "pci", "0000:00:1f.3", None, (), Reason.NO_DRIVER)), ())
+    assert without_media(inv, snap) == [
+        "no media device for pci 0000:00:02.0 [i915]: no render node published for it: "
+        "published as pci-0000-00-02-0-display only (past the 128 cap: pci-0000-00-02-0)"]
 
 
 def test_absent_node_in_dev(machine: Machine, caplog: pytest.LogCaptureFixture) -> None:

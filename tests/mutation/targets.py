@@ -49,7 +49,7 @@ TARGETS: tuple[Target, ...] = (
     Target("sharing", "liken_devices.inventory.sharing",
            _files("tests/inventory/test_sharing_rules.py", "tests/inventory/test_sharing.py",
                   *RULE_TESTS, "tests/inventory/test_properties.py"),
-           security=("<module>", "split", "_gpu", "node_kind")),
+           security=("<module>", "split", "_gpu", "drm_role", "node_kind")),
     Target("bluetooth", "liken_devices.inventory.bluetooth",
            _files("tests/inventory/test_bluetooth_numbers.py", "tests/inventory/test_bluetooth.py",
                   "tests/inventory/test_bluetooth_owner.py", "tests/inventory/test_usb.py",

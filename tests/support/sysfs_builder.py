@@ -19,7 +19,8 @@ from pathlib import Path
 
 from liken_devices.inventory import Sources
 
-BUSES = {"pci", "usb", "platform", "acpi", "pnp", "serio", "hid", "virtio", "scsi", "i2c"}
+# cec is a bus too: the CEC core puts its adapters on ``cec_bus_type`` (/sys/bus/cec/devices).
+BUSES = {"pci", "usb", "platform", "acpi", "pnp", "serio", "hid", "virtio", "scsi", "i2c", "cec"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,10 @@ class SysfsBuilder:
 
     def device(self, parent: Dev | str | None, name: str, subsystem: str | None,
                props: dict[str, str] | None = None, *, driver: str | None = None,
-               attrs: dict[str, str | bytes] | None = None, subdir: str | None = None) -> Dev:
+               attrs: dict[str, str | bytes] | None = None, subdir: str | None = None,
+               is_class: bool = False) -> Dev:
+        """A device directory; ``is_class``: in the class of that name even where a bus has the
+        same name (older kernels' ``usb`` class beside the ``usb`` bus)."""
         base = parent.path if isinstance(parent, Dev) else (parent or "/devices")
         path = f"{base}/{subdir}/{name}" if subdir else f"{base}/{name}"
         d = self.dir(path)
@@ -62,7 +66,7 @@ class SysfsBuilder:
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_bytes(value if isinstance(value, bytes) else (value + "\n").encode())
         if subsystem:
-            is_bus = subsystem in BUSES
+            is_bus = subsystem in BUSES and not is_class
             kind_dir = self.root / ("bus" if is_bus else "class") / subsystem
             self._link(d / "subsystem", kind_dir)
             self._link((kind_dir / "devices" if is_bus else kind_dir) / name, d)
@@ -74,12 +78,12 @@ class SysfsBuilder:
 
     def node(self, parent: Dev | str, subsystem: str, name: str, major: int, minor: int, *,
              devname: str | None = None, block: bool = False, subdir: str | None = None,
-             props: dict[str, str] | None = None) -> Dev:
+             props: dict[str, str] | None = None, is_class: bool = False) -> Dev:
         """A class device with a device node (``dev`` file, MAJOR/MINOR/DEVNAME in uevent)."""
         all_props = {"MAJOR": str(major), "MINOR": str(minor), "DEVNAME": devname or name}
         all_props.update(props or {})
         dev = self.device(parent, name, "block" if block else subsystem, all_props,
-                          attrs={"dev": f"{major}:{minor}"}, subdir=subdir)
+                          attrs={"dev": f"{major}:{minor}"}, subdir=subdir, is_class=is_class)
         kind = "block" if block else "char"
         self._link(self.root / "dev" / kind / f"{major}:{minor}", self.dir(dev))
         return dev
@@ -203,6 +207,29 @@ class SysfsBuilder:
             self.node(gpu, "drm", f"renderD{render}", 226, render, devname=f"dri/renderD{render}",
                       subdir="drm")
         return gpu
+
+    def dp_cec(self, gpu: Dev, *, cec: int = 0, rc: int = 0, event: int = 7,
+               connector: str = "card0-DP-1") -> Dev:
+        """A GPU's DisplayPort outputs as i915 lays them out, with a DP-CEC adapter.
+
+        The connector's DP AUX channel (``drm/card0/card0-DP-1/drm_dp_aux0``) and its i2c bus,
+        a gmbus i2c bus of the GPU (``i2c-3``), and the CEC adapter that drm_dp_cec registers
+        when a branch device passes CEC: ``cecN`` on the ``cec`` bus, whose parent is the GPU's
+        PCI device itself (``.../0000:00:02.0/cec0``), with the remote-control device the CEC core
+        registers beside it (``rc/rcN/inputM/eventE``; no LIRC node for a CEC-only remote).
+        """
+        conn = self.device(gpu, connector, "drm", {"DEVTYPE": "drm_connector"},
+                           subdir="drm/card0")
+        self.node(conn, "drm_dp_aux_dev", "drm_dp_aux0", 237, 0)
+        ddc = self.device(conn, "i2c-6", "i2c")
+        self.node(ddc, "i2c-dev", "i2c-6", 89, 6, subdir="i2c-dev")
+        gmbus = self.device(gpu, "i2c-3", "i2c")
+        self.node(gmbus, "i2c-dev", "i2c-3", 89, 3, subdir="i2c-dev")
+        adapter = self.node(gpu, "cec", f"cec{cec}", 242, cec)
+        remote = self.device(gpu, f"rc{rc}", "rc", subdir="rc")
+        inp = self.device(remote, f"input{20 + event}", "input")
+        self.node(inp, "input", f"event{event}", 13, 64 + event, devname=f"input/event{event}")
+        return adapter
 
     def hda(self, address: str = "0000:00:1f.3", *, card: int = 0, jacks: int = 2) -> Dev:
         hda = self.pci(address, driver="snd_hda_intel", vendor="8086", device="51c8",

@@ -41,6 +41,27 @@ def test_node_name_falls_back_to_dev_file_and_kernel_default(tmp_path: Path) -> 
         DevNode("snd/pcmC0D0p", "c", 116, 3)
 
 
+def test_a_usb_class_node_with_only_dev_is_named_under_usb(tmp_path: Path) -> None:
+    """rules: usb.bus-devices-only. A node of an old kernel's usb class (uevent without DEVNAME)
+    is named as usbmisc's are, ``usb/hiddev0``, and reads no USB descriptor strings; the usb
+    device above it keeps its usbfs name."""
+    b = SysfsBuilder(tmp_path)
+    usb = b.usb_device("2-1", busnum=2, devnum=3)
+    iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+    d = b.dir(iface) / "usb" / "hiddev0"
+    d.mkdir(parents=True)
+    (d / "dev").write_text("180:96\n")
+    (d / "uevent").write_text("MAJOR=180\nMINOR=96\n")
+    (d / "serial").write_text("not read\n")
+    os.symlink(os.path.relpath(tmp_path / "class" / "usb", d), d / "subsystem")
+    os.symlink(os.path.relpath(d, tmp_path / "dev" / "char"), tmp_path / "dev/char/180:96")
+    snap = read_sysfs(tmp_path)
+    hiddev = snap.devices[iface.path + "/usb/hiddev0"]
+    assert hiddev.subsystem == "usb" and hiddev.node == DevNode("usb/hiddev0", "c", 180, 96)
+    assert "serial" not in hiddev.attrs
+    assert snap.devices[usb.path].node == DevNode("bus/usb/002/003", "c", 189, 130)
+
+
 def test_device_vanishing_mid_walk_is_skipped_and_logged(tmp_path: Path) -> None:
     """A directory that vanishes between the index and the read: skipped, never a crash."""
     b = SysfsBuilder(tmp_path)

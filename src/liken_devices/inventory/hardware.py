@@ -4,6 +4,8 @@ rules: hardware.considered, hardware.node-owner. Every PCI function and USB inte
 (considered whole only when no interface has a driver), and the board devices (platform, ACPI,
 PNP) outside every PCI or USB device, the outermost bound one owning its subtree. Each device
 node belongs to the deepest PCI function or USB interface above it, else to that board device.
+Only bus devices are USB devices: a class device of an older kernel's ``usb`` class is a node of
+its interface (rules: usb.bus-devices-only).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ..sysfs.model import Snapshot, SysDevice
+from ..sysfs.usbbus import usb_role
 
 BOARD_BUSES = ("platform", "acpi", "pnp")
 # The firmware's description of a PCI host bridge (ACPI PNP0A03/PNP0A08, driver pci_root) is the
@@ -62,9 +65,12 @@ class HardwareTree:
             if sub == "pci":
                 self.hardware[dev.path] = Hardware(dev, "pci", "pci")
             elif sub == "usb":
-                if dev.devtype == "usb_interface" or (dev.devtype is None and ":" in dev.name):
+                # Only bus devices are USB devices: a class device of the legacy usb class
+                # (hiddev0, cdc-wdm1) is a node of its interface (rules: usb.bus-devices-only).
+                role = usb_role(dev.name, dev.devtype)
+                if role == "usb_interface":
                     self.hardware[dev.path] = Hardware(dev, "usb", "usb-interface")
-                else:
+                elif role == "usb_device":
                     self.hardware[dev.path] = Hardware(dev, "usb", "usb-device")
         for dev in self.devs.values():
             if dev.subsystem in BOARD_BUSES and not self._inside_bus_device(dev) \
@@ -109,8 +115,8 @@ class HardwareTree:
                 if hw is not None:
                     hw.hci = hw.hci or dev.subsystem == "bluetooth"
                     hw.net = hw.net or dev.subsystem == "net"
-            if dev.node is None or dev.subsystem in ("usb", "usb_endpoint") \
-                    or placeholder_port(dev):
+            if dev.node is None or dev.subsystem == "usb_endpoint" or placeholder_port(dev) \
+                    or (dev.subsystem == "usb" and usb_role(dev.name, dev.devtype) is not None):
                 # usbfs nodes belong to the USB device and are added per interface; usb_endpoint
                 # nodes existed only on 2.6-era kernels and never reach /dev today.
                 continue

@@ -30,6 +30,7 @@ class Candidate(NamedTuple):
     attributes: dict[str, AttrValue]
     shareable: bool
     left_out: tuple[LeftOut, ...] = ()
+    why: str = ""  # what explain says this device is, when its hardware became several
 
 
 class Ledger:
@@ -55,17 +56,18 @@ class Ledger:
 
     def candidate(self, hw: Hardware, suffix: str, kind: str, nodes: tuple[DevNode, ...],
                   attributes: dict[str, AttrValue], shareable: bool,
-                  left_out: tuple[LeftOut, ...] = ()) -> Candidate:
-        c = Candidate(hw, suffix, kind, nodes, attributes, shareable, left_out)
+                  left_out: tuple[LeftOut, ...] = (), why: str = "") -> Candidate:
+        c = Candidate(hw, suffix, kind, nodes, attributes, shareable, left_out, why)
         self.candidates.append(c)
         return c
 
     def named_outcomes(self, names: Sequence[str]) -> list[Outcome]:
         """The outcomes, each with the names of its devices (``names``: the candidates' names,
-        in the order the candidates were handed over)."""
+        in the order the candidates were handed over) and what each of them is."""
         by_candidate = {id(c): n for c, n in zip(self.candidates, names, strict=True)}
-        return [o._replace(devices=tuple(by_candidate[id(c)] for c in cs)) if cs else o
-                for o, cs in self.outcomes]
+        return [o._replace(devices=tuple(by_candidate[id(c)] for c in cs),
+                           parts=tuple(c.why for c in cs) if any(c.why for c in cs) else ())
+                if cs else o for o, cs in self.outcomes]
 
     def kernel_modules(self, hw: Hardware) -> tuple[str | None, tuple[str, ...]]:
         """The hardware's modalias and the modules on this machine that would drive it."""

@@ -159,6 +159,9 @@ class Outcome(NamedTuple):
     devices: tuple[str, ...]  # names it was published as (empty when it was not)
     reason: Reason | None  # when it was not published
     detail: str = ""
+    # What each of ``devices`` is, in the same order, when the hardware became several (a GPU:
+    # "render node, shared", "card node, exclusive", ...); empty when nothing more is said.
+    parts: tuple[str, ...] = ()
 
 
 class Unclaimed(NamedTuple):

@@ -103,9 +103,11 @@ def _dropped(outcomes: list[Outcome], dropped: set[str]) -> list[Outcome]:
                                f"would be {', '.join(names)}"))
         elif any(n in dropped for n in names):
             lost = [n for n in names if n in dropped]
+            kept = [i for i, n in enumerate(names) if n not in dropped]
             out.append(Outcome(o.path, o.bus, o.address, o.driver,
-                               tuple(n for n in names if n not in dropped), o.reason,
-                               f"{Reason.OVER_CAP}: {', '.join(lost)}"))
+                               tuple(names[i] for i in kept), o.reason,
+                               f"{Reason.OVER_CAP}: {', '.join(lost)}",
+                               tuple(o.parts[i] for i in kept) if o.parts else ()))
         else:
             out.append(o)
     return out

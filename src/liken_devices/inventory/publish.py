@@ -92,7 +92,8 @@ class NodePublisher:
             return
         base = self.ledger.attributes(hw)
         published: list[Candidate] = []
-        for s in split(keep, serial_line):
+        parts = split(keep, serial_line)
+        for s in parts.devices:
             attrs = dict(base)
             attrs.update(s.extra)
             # The shared render half delivers its render node only: usbfs has no arbitration
@@ -101,9 +102,15 @@ class NodePublisher:
             extra_usbfs = (usbfs,) if usbfs is not None and not s.shareable else ()
             published.append(self.ledger.candidate(hw, s.suffix, s.kind,
                                                    tuple(s.nodes) + extra_usbfs, attrs,
-                                                   s.shareable))
-        detail = ("dropped " + "; ".join(reserved)) if reserved else ""
-        self.ledger.outcome(hw, None, detail, published)
+                                                   s.shareable, why=s.why))
+        # A GPU's split always publishes its DRM node, so something is left beside what is left
+        # out (rules: sharing.gpu-unnamed-kind).
+        said = []
+        if reserved:
+            said.append("dropped " + "; ".join(reserved))
+        if parts.left_out:
+            said.append("left out " + "; ".join(parts.left_out))
+        self.ledger.outcome(hw, None, "; ".join(said), published)
 
     def _nothing_left(self, hw: Hardware, serial_line: bool, reserved: list[str],
                       withheld: list[str]) -> None:
@@ -113,8 +120,10 @@ class NodePublisher:
         elif reserved:
             self.ledger.outcome(hw, Reason.ONLY_RESERVED, "; ".join(reserved))
         elif is_network_card(hw):
-            self.ledger.outcome(hw, Reason.NETWORK_CARD, "its nodes (PTP clocks, RDMA) serve the "
-                                "host's network; it has nothing to give a pod")
+            # rules: hardware.network-cards (on every bus: a board's port says which bus)
+            where = f"a network device on the {hw.bus} bus: " if hw.kind == "board" else ""
+            self.ledger.outcome(hw, Reason.NETWORK_CARD, f"{where}its nodes (PTP clocks, RDMA) "
+                                "serve the host's network; it has nothing to give a pod")
         elif withheld:
             self.ledger.outcome(hw, Reason.ONLY_WITHHELD, "only " + ", ".join(sorted(set(withheld)))
                                 + ", which is never delivered")

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..inventory.attributes import clean_string
+from ..inventory.attributes import clean_string, pci_class
 from ..inventory.model import Inventory, PublishedDevice
 from ..slices import ensure_valid, make_slice
+from ..sysfs.model import Snapshot
 from .capabilities import capability_flags, log_line
 from .probe import DEFAULT_TIMEOUT, ProbeResult, probe_nodes
 
@@ -34,11 +35,44 @@ COPIED = ("address", "driver", "vendor", "product", "name", PCI_BUS_ID)
 # of the same pciBusID in the node's liken.sh slice when the agent has it (its words are the
 # host's hwdata, which the agent's image may not share).
 NAMED = ("address", "driver", "vendor", "product", "name")
+PCI_DISPLAY_BASE_CLASS = 0x03  # VGA, XGA, 3D and other display controllers
 
 
 def render_devices(inventory: Inventory) -> list[PublishedDevice]:
     """The liken.sh render nodes of this walk, by name."""
     return sorted((d for d in inventory.devices if d.is_render), key=lambda d: d.name)
+
+
+def without_media(inventory: Inventory, snapshot: Snapshot) -> list[str]:
+    """One line for each GPU of the walk that has no liken.sh render node, so no media device,
+    with the inventory's reason.
+
+    rules: media.gpu-without-media. A GPU is a PCI function of base class display (``0x03``)
+    or any considered hardware whose subtree holds a DRM node (a board's display controller).
+    """
+    drm = [(d.path, d.node.name.rsplit("/", 1)[-1]) for d in snapshot.devices.values()
+           if d.subsystem == "drm" and d.node is not None]
+    render = {d.name for d in inventory.devices if d.is_render}
+    out: list[str] = []
+    for o in inventory.outcomes:
+        if any(name in render for name in o.devices):
+            continue
+        dev = snapshot.get(o.path)
+        code = pci_class(dev) if dev is not None and o.bus == "pci" else None
+        under = [base for path, base in drm if path.startswith(o.path + "/")]
+        if not (under or (code is not None and code >> 16 == PCI_DISPLAY_BASE_CLASS)):
+            continue
+        head = f"no media device for {o.bus} {o.address} [{o.driver or 'no driver'}]: no render " \
+            "node published for it: "
+        if not o.devices:
+            why = f"not published: {o.reason}" + (f" ({o.detail})" if o.detail else "")
+        elif not any(base.startswith("renderD") for base in under):
+            why = f"its driver made none (published as {', '.join(o.devices)} only)"
+        else:
+            why = (f"published as {', '.join(o.devices)} only"
+                   + (f" ({o.detail})" if o.detail else ""))
+        out.append(head + why)
+    return out
 
 
 def render_node_path(device: PublishedDevice, dev_root: Path = Path("/dev")) -> str | None:

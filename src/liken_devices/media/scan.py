@@ -11,14 +11,19 @@ from typing import Any
 
 from ..cliargs import node_from_args, sources_from_args, yaml_text
 from ..terminal import clean_row
-from .devices import DRIVER, build_slice, query_devices, render_devices
+from .devices import DRIVER, build_slice, log, query_devices, render_devices, without_media
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
     node = node_from_args(args, DRIVER)
     sources = sources_from_args(args)
     sources.check()
-    inventory = sources.walk()
+    snapshot = sources.snapshot()
+    inventory = sources.walk(snapshot=snapshot)
+    # A GPU with no render node has no media device: say which and why, rather than leave the
+    # slice (or the table) empty with no word (rules: media.gpu-without-media).
+    for line in without_media(inventory, snapshot):
+        log.info("%s", line)
     devices = query_devices(render_devices(inventory), args.dev, args.timeout)
     obj = build_slice(node, devices)
     if args.output == "json":

@@ -34,6 +34,7 @@ from ..errors import InputError
 from .devnames import default_devname
 from .hci import hci_address
 from .model import DevNode, Snapshot, SysDevice
+from .usbbus import usb_role
 from .values import dev_numbers, devname_problem
 
 log = logging.getLogger(__name__)
@@ -99,8 +100,12 @@ class ReaderMemo:
 def _attributes_to_read(path: str, subsystem: str | None, props: dict[str, str]) -> list[str]:
     """The attribute files the policy reads of a device, beyond its uevent."""
     if subsystem == "usb":
-        is_iface = props.get("DEVTYPE") == "usb_interface" or ":" in path.rsplit("/", 1)[-1]
-        return list(USB_INTERFACE_ATTRS if is_iface else USB_DEVICE_ATTRS)
+        # A class device of the legacy usb class (hiddev0) is no bus device: nothing to read
+        # (rules: usb.bus-devices-only).
+        role = usb_role(path.rsplit("/", 1)[-1], props.get("DEVTYPE"))
+        if role is None:
+            return []
+        return list(USB_INTERFACE_ATTRS if role == "usb_interface" else USB_DEVICE_ATTRS)
     if subsystem == "pci":
         return list(PCI_ATTRS if "PCI_ID" in props else PCI_FALLBACK_ATTRS + PCI_ATTRS)
     if subsystem == "tty" and path.rsplit("/", 1)[-1].startswith("ttyS"):
