@@ -652,7 +652,7 @@ class FakeApiServer:
         selector = _field_selector(query.get("fieldSelector", ""))
         limit = _limit(query.get("limit"))
         token = query.get("continue")
-        if self.hostile_list in ("endless-pages", "repeat-continue", "flood"):
+        if self.hostile_list in ("endless-pages", "repeat-continue", "flood", "raw"):
             token = None  # its own tokens are not real: every page is the first again
         with self._lock:
             if token:

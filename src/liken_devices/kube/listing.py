@@ -179,7 +179,7 @@ class _Page:
     def _take(self, chars: str) -> str:
         c = self._next()
         if not c or c not in chars:
-            raise ApiError(None, NOT_JSON if c != "[" and chars != "{" else NOT_A_LIST)
+            raise ApiError(None, NOT_A_LIST if chars in ("{", "[") else NOT_JSON)
         self.pos += 1
         return c
 
