@@ -236,7 +236,7 @@ def test_an_object_larger_than_any_real_one_is_refused_as_it_streams(
     api.hostile_list = "flood"
     api.hostile_item = b'{"a":"' + b"x" * (5 << 20) + b'"}'
     api.hostile_page_bytes = 6 << 20
-    with pytest.raises(ApiError, match="an object past 4194304 bytes"):
+    with pytest.raises(ApiError, match="an object past 4194304 characters"):
         list(list_pages(client, Resources.node(), Budget(), page=500))
 
 

@@ -18,7 +18,7 @@ docs/performance.md, "Hostile list answers", has what it costs). What :func:`lis
 every answer to, with one :class:`Budget` per command:
 
 * objects: a page with more objects than the ``limit`` asked is refused, and so is one object
-  past ``object_bytes``;
+  past ``object_bytes`` characters (bytes, for the ASCII the API server writes);
 * bytes and values: a page's body at most ``page_bytes`` and ``page_values`` (a value is counted
   at each ``,``, ``:``, ``[`` and ``{`` of the body, strings included: an upper bound found
   without parsing), all pages of the command at most ``total_bytes`` and ``total_values``. The
@@ -207,7 +207,7 @@ class _Page:
             have = len(self.text) - self.pos
             if have > bound:
                 raise ApiError(None, f"the API server's answer is too large: {what} past "
-                                     f"{bound} bytes")
+                                     f"{bound} characters")
             want = max(2 * have, 1)
             while len(self.text) - self.pos < want and self._more():
                 pass
