@@ -193,12 +193,16 @@ class FakeApiServer:
         # ``hostile_path``): "endless-pages" (every page a fresh continue token), "repeat-continue"
         # (every page the same token), "endless-body" (a body that never ends), "trickle" (a
         # valid page, one byte every ``trickle_gap`` seconds), "raw" (``hostile_body`` as the
-        # answer, status 200). None: a healthy server.
+        # answer, status 200), "flood" (every page valid, a fresh continue token, and
+        # ``hostile_item`` repeated to ``hostile_page_bytes``). None: a healthy server.
         self.hostile_list: str | None = None
         self.hostile_body = b""
         self.hostile_path = ""
         self.trickle_gap = 0.05
         self.hostile_bytes_sent = 0  # body bytes the hostile answers got out
+        self.hostile_item = b"{}"
+        self.raw_chunk = 0  # "raw": 0 sends the body whole, N in chunks of N bytes
+        self.hostile_page_bytes = 1 << 20
         self.evictions_blocked = 0  # the next N evictions answer 429 (a disruption budget)
         self.evictions: list[tuple[str, str]] = []  # (namespace, name) of accepted evictions
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content type)
@@ -648,7 +652,7 @@ class FakeApiServer:
         selector = _field_selector(query.get("fieldSelector", ""))
         limit = _limit(query.get("limit"))
         token = query.get("continue")
-        if self.hostile_list in ("endless-pages", "repeat-continue"):
+        if self.hostile_list in ("endless-pages", "repeat-continue", "flood", "raw"):
             token = None  # its own tokens are not real: every page is the first again
         with self._lock:
             if token:
@@ -1096,6 +1100,17 @@ class _Handler(BaseHTTPRequestHandler):
         if mode is None or not isinstance(payload, dict) or "items" not in payload \
                 or self.api.hostile_path not in self.path:
             return False
+        if mode == "raw" and self.api.raw_chunk:  # the same body, sent a few bytes a chunk
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            body, n = self.api.hostile_body, self.api.raw_chunk
+            for i in range(0, len(body), n):
+                self.wfile.write(f"{len(body[i:i + n]):x}\r\n".encode() + body[i:i + n]
+                                 + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+            return True
         if mode == "raw":
             body = self.api.hostile_body
             self.send_response(200)
@@ -1113,6 +1128,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")  # the client must not send on it again
         self.end_headers()
         try:
             if mode == "endless-body":
@@ -1122,6 +1138,18 @@ class _Handler(BaseHTTPRequestHandler):
                     self.wfile.write(f"{len(block):x}\r\n".encode() + block + b"\r\n")
                     self.api.hostile_bytes_sent += len(block)
                     block = filler * (65536 // len(filler))
+            elif mode == "flood":
+                head = (b'{"kind":"List","metadata":{"continue":"' + uuid.uuid4().hex.encode()
+                        + b'"},"items":[' + self.api.hostile_item)
+                block = (b"," + self.api.hostile_item) * max(1, 65536 // len(
+                    self.api.hostile_item))
+                sent, chunk = 0, head
+                while self.api.running and sent + len(chunk) < self.api.hostile_page_bytes:
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    sent += len(chunk)
+                    self.api.hostile_bytes_sent += len(chunk)
+                    chunk = block
+                self.wfile.write(b"2\r\n]}\r\n0\r\n\r\n")
             elif mode == "trickle":
                 for byte in json.dumps(payload).encode():
                     if not self.api.running:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .celcost import DEVICE_LIST, estimate
+from .celcost import DEVICE_LIST, Unbounded, bound
 from .values import Semver, ValueError_, format_quantity, parse_quantity, parse_semver
 
 # CELSelectorExpressionMaxLength in the API.
@@ -225,14 +225,23 @@ class Env:
         if unknown is not None:
             # Kubernetes declares `device` as an object with these fields only.
             raise CompileError(f"compilation failed: undefined field '{unknown}'")
-        cost = estimated_cost(expression)
-        if cost > MAX_COST:
+        # One bound for the estimate and the evaluator (rules: limits.cel-bound): what the
+        # estimate cannot bound is not evaluated. The compiler speaks first, so that a syntax
+        # error (or a nesting the runtime's parser refuses too) is reported in its words.
+        try:
+            cost: float | None = bound(expression)
+        except Unbounded as exc:
+            cost, why = None, str(exc)
+        if cost is not None and cost > MAX_COST:
             raise CompileError(f"estimated worst-case cost {cost:.3g} exceeds the limit of "
                                f"{MAX_COST} (Kubernetes rejects such an expression)")
         try:
             program = self._env.compile(_default_domains(expression))
         except RuntimeError as exc:
             raise CompileError(_compile_message(str(exc))) from None
+        if cost is None:
+            raise CompileError(f"the cost estimate cannot bound this expression ({why}), so "
+                               f"it is not evaluated")
         return program
 
     def evaluate(self, program: Any, data: dict[str, Any]) -> tuple[Any, str | None]:
@@ -510,14 +519,6 @@ def _unknown_device_field(expression: str) -> str | None:
             if m is not None and m.group(1) not in DEVICE_FIELDS:
                 return m.group(1)
     return None
-
-
-def estimated_cost(expression: str) -> float:
-    """Kubernetes' kind of worst-case cost estimate (:mod:`.celcost`: comprehensions multiply
-    their bodies by their ranges, string and list operations count what their values can grow
-    to); 1 for an expression that does not parse, which the compiler then refuses."""
-    cost = estimate(expression)
-    return 1.0 if cost is None else cost
 
 
 def _string_end(text: str, start: int) -> int:

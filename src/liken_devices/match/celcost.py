@@ -9,26 +9,36 @@ reads 4 GB and is refused, though no comprehension appears in it. The runtime he
 such estimate, so this module parses the expression and computes one in the same way:
 
 - every value carries its largest size (bytes of a string, elements of a list or map) and, for
-  a list or map, the estimate of its elements;
+  a list or map, the estimate of its elements (and of a map's keys);
 - a device's data is bounded as the API bounds it: 32 domains and 32 attributes per device, a
   string attribute of at most 64 bytes, list attributes (and anything else whose size a selector
   cannot know) of at most 64 elements;
 - a string or list operation costs 1 plus a tenth per element or byte it reads, and its result
   grows as the operation allows (``+`` adds the sizes, ``replace`` multiplies by the replacement
-  over the text replaced, ``join`` by the separator, ``split`` makes as many parts as bytes);
-- a comprehension (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) costs its range's
-  size times its body, and ``cel.bind`` gives its name the estimate of what it binds.
+  over the text replaced, ``join`` by the separator, ``split`` makes as many parts as bytes,
+  ``format`` by what each verb can print); comparing two values reads all they hold;
+- a comprehension (``all``, ``exists``, ``exists_one``, ``map``, ``filter``, and the optional
+  library's ``optMap``/``optFlatMap``) costs its range's size times its body, and ``cel.bind``
+  gives its name the estimate of what it binds;
+- a list literal has at most as many elements as it lists, optional elements (``[?x]``) and
+  entries (``{?k: v}``) included.
 
-An expression it cannot parse is left to the compiler, which reports the syntax error. What it
-accepts stays within the limit: every intermediate value is no larger than its estimate, so an
-accepted selector runs in bounded memory.
+One bound for the estimate and the evaluator (rules: limits.cel-bound): every construct of the
+environment is in this module's grammar and every function of the environment in its table
+(:data:`FUNCTIONS`); what it does not know, it cannot bound, and :func:`bound` raises
+:class:`Unbounded` (match/cel.py then refuses the expression in one line when the compiler
+accepts it: it is never evaluated on a guess). Nesting is bounded before the recursive parser
+runs, by an iterative count of the brackets and conditionals: at most :data:`MAX_NESTING` levels,
+the depth at which the runtime's own parser (cel-cpp) stops too, so neither can overflow a
+stack. What it accepts stays within the limit: every intermediate value is no larger than its
+estimate, so an accepted selector runs in bounded memory.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 MAX_SIZE = 1e18
 DEVICE_STRING = 64  # DeviceAttributeMaxValueLength
@@ -37,7 +47,18 @@ DEVICE_MAP = 32  # attributes and capacities per device; domains
 TRAVERSAL = 0.1  # cost per byte or element read (cel-go's string traversal factor)
 LIST_CREATE = 10
 MAP_CREATE = 30
-MAX_PARSE_DEPTH = 250  # cel-go's parser refuses deeper expressions too
+# The runtime's parser (cel-cpp) refuses an expression nested deeper than 32 levels ("Expression
+# recursion limit exceeded. limit: 32"), whatever nests: parentheses, list and map literals,
+# call arguments, indexes, conditionals. tests/match/test_celcost.py holds the two to one depth.
+MAX_NESTING = 32
+# A value nests no deeper than the expression that builds it; twice the nesting bound leaves room
+# for chained calls and stops the estimate long before Python's recursion limit.
+MAX_VALUE_DEPTH = 2 * MAX_NESTING
+FORMAT_VERB = 1400  # "%.1000f" of the largest double (precision is capped at 1000 by the runtime)
+
+
+class Unbounded(Exception):
+    """The estimate cannot bound the expression (the message says why, in a few words)."""
 
 
 @dataclass(frozen=True)
@@ -47,12 +68,24 @@ class Est:
     cost: float = 0.0
     size: float = 1.0  # bytes of a string, elements of a list or map; 1 for a scalar
     elem: Est | None = None  # a list's elements, a map's values
-    kind: str = "other"  # "string", "list", "map", "other"
+    kind: str = "other"  # "string", "list", "map", "dyn", "device", "type", "other" (a scalar)
     min_size: float = 0.0  # the shortest it can be (a literal's length)
+    key: Est | None = None  # a map's keys
+    depth: int = field(default=1, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        depth = 1 + max(self.elem.depth if self.elem is not None else 0,
+                        self.key.depth if self.key is not None else 0)
+        if depth > MAX_VALUE_DEPTH:
+            raise Unbounded(f"values nested more than {MAX_VALUE_DEPTH} deep")
+        object.__setattr__(self, "depth", depth)
 
     def plus(self, cost: float) -> Est:
-        return Est(min(self.cost + cost, math.inf), self.size, self.elem, self.kind,
-                   self.min_size)
+        return replace(self, cost=min(self.cost + cost, math.inf))
+
+    def value(self) -> Est:
+        """The same value, already computed (a bound name, a comprehension's variable)."""
+        return replace(self, cost=0.0)
 
 
 def _cap(x: float) -> float:
@@ -61,30 +94,47 @@ def _cap(x: float) -> float:
 
 STRING64 = Est(size=DEVICE_STRING, kind="string")
 DYN_VALUE = Est(size=DEVICE_LIST, elem=STRING64, kind="dyn")
-ATTRS = Est(size=DEVICE_MAP, elem=DYN_VALUE, kind="map")
-DOMAINS = Est(size=DEVICE_MAP, elem=ATTRS, kind="map")
-DEVICE = Est(size=4, elem=DYN_VALUE, kind="device")
+ATTRS = Est(size=DEVICE_MAP, elem=DYN_VALUE, kind="map", key=STRING64)
+DOMAINS = Est(size=DEVICE_MAP, elem=ATTRS, kind="map", key=STRING64)
+DEVICE = Est(size=4, elem=DYN_VALUE, kind="device", key=STRING64)
 # A type value (``string``, ``type(x)``) has no size the checker knows, so comparing two of them
 # is estimated at the largest size: Kubernetes refuses ``type(x) == string`` as too complex.
 TYPE_VALUE = Est(size=MAX_SIZE, kind="type")
 TYPE_NAMES = frozenset({"bool", "bytes", "double", "int", "list", "map", "null_type", "string",
-                        "type", "uint"})
+                        "type", "uint", "dyn"})
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+|//[^\n]*)
   | (?P<string>[rRbB]{0,2}(?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''
                           |"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
-  | (?P<number>0[xX][0-9a-fA-F]+[uU]?|(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?[uU]?)
+  | (?P<number>0[xX][0-9a-fA-F]+[uU]?|(?:[0-9]+\.[0-9]+|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?[uU]?)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op>&&|\|\||==|!=|<=|>=|\.\?|\[\?|[-+*/%<>!?:.,()\[\]{}])
+  | (?P<op>&&|\|\||==|!=|<=|>=|[-+*/%<>!?:.,()\[\]{}])
 """, re.X | re.S)
 
-_MACROS = {"all", "exists", "exists_one", "existsOne", "map", "filter", "transformList",
-           "transformMap", "transformMapEntry", "sortBy"}
-
-
-class _Unparsable(Exception):
-    pass
+# Receiver macros: a variable, then one body (two for map's filtering form).
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "optMap", "optFlatMap"})
+_SCALAR = frozenset({
+    # the standard library
+    "size", "int", "uint", "double", "bool", "duration", "timestamp", "contains", "startsWith",
+    "endsWith", "matches", "getFullYear", "getMonth", "getDate", "getDayOfMonth",
+    "getDayOfWeek", "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds",
+    # the optional library
+    "hasValue", "optional.none",
+    # the string extension
+    "indexOf", "lastIndexOf",
+    # Kubernetes' semver, quantity and list libraries, the sets extension, includes()
+    "semver", "quantity", "isSemver", "isQuantity", "compareTo", "isGreaterThan",
+    "isLessThan", "major", "minor", "patch", "sign", "isInteger", "asInteger",
+    "asApproximateFloat", "add", "sub", "isSorted", "sum", "includes", "sets.contains",
+    "sets.equivalent", "sets.intersects"})
+_SAME = frozenset({"dyn", "value", "optional.of", "optional.ofNonZeroValue"})
+_WIDEST = frozenset({"or", "orValue"})
+_ELEMENT = frozenset({"first", "last", "min", "max"})
+_STRING = frozenset({"lowerAscii", "upperAscii", "trim", "reverse", "substring", "string",
+                     "bytes", "charAt", "strings.quote", "replace", "split", "join", "format",
+                     "find", "findAll"})
+FUNCTIONS = _SCALAR | _SAME | _WIDEST | _ELEMENT | _STRING | {"type"}
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -93,7 +143,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while i < len(text):
         m = _TOKEN.match(text, i)
         if m is None:
-            raise _Unparsable(f"unexpected character at {i}")
+            raise Unbounded(f"unexpected character at {i}")
         kind = m.lastgroup or ""
         if kind != "ws":
             out.append((kind, m.group(0)))
@@ -101,19 +151,77 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _literal_length(token: str) -> int:
-    body = token.lstrip("rRbB")
+def check_nesting(toks: list[tuple[str, str]]) -> None:
+    """Refuse an expression nested deeper than :data:`MAX_NESTING`, counted without recursion:
+    each open bracket is a level, and so is each conditional's ``?`` until the comma or bracket
+    that ends its branch (rules: limits.cel-bound)."""
+    depth, open_conds = 0, 0
+    stack: list[int] = []
+    prev = ""
+    for kind, tok in toks:
+        if kind == "op":
+            if tok in ("(", "[", "{"):
+                stack.append(open_conds)
+                depth, open_conds = depth + 1, 0
+            elif tok in (")", "]", "}"):
+                if not stack:
+                    raise Unbounded(f"unbalanced {tok!r}")
+                depth -= 1 + open_conds
+                open_conds = stack.pop()
+            elif tok == ",":
+                depth -= open_conds
+                open_conds = 0
+            elif tok == "?" and prev not in ("[", "{", ",", "."):
+                depth, open_conds = depth + 1, open_conds + 1
+            if depth > MAX_NESTING:
+                raise Unbounded(f"nested more than {MAX_NESTING} levels deep")
+        prev = tok
+
+
+def _unescaped_length(inner: str) -> int:
+    """The fewest bytes a literal's text can stand for: each escape at least one."""
+    n, i = 0, 0
+    while i < len(inner):
+        if inner[i] == "\\" and i + 1 < len(inner):
+            c = inner[i + 1]
+            i += {"x": 4, "X": 4, "u": 6, "U": 10}.get(c, 4 if c in "0123" else 2)
+            n += 1
+        else:
+            n += len(inner[i].encode("utf-8", "surrogatepass"))
+            i += 1
+    return n
+
+
+def _literal(token: str) -> Est:
+    prefix = len(token) - len(token.lstrip("rRbB"))
+    body = token[prefix:]
     quote = 3 if body[:3] in ('"""', "'''") else 1
     inner = body[quote:-quote]
     # An escape is at most one character: counting the text's bytes is an upper bound.
-    return len(inner.encode("utf-8", "surrogatepass"))
+    longest = len(inner.encode("utf-8", "surrogatepass"))
+    raw = "r" in token[:prefix].lower()
+    shortest = longest if raw or "\\" not in inner else _unescaped_length(inner)
+    return Est(0, longest, None, "string", shortest)
+
+
+def _bytes(e: Est | None) -> float:
+    """All a value holds, counted down its nesting (iteratively): a list's elements times what
+    each holds, plus a few bytes each for how it prints."""
+    chain: list[Est] = []
+    while e is not None:
+        chain.append(e)
+        e = e.elem if e.kind in ("list", "dyn", "map") else None
+    total = 0.0
+    for x in reversed(chain):
+        total = x.size if x is chain[-1] else _cap(x.size * (total + 4) + 2)
+    return total
 
 
 class _Parser:
     def __init__(self, text: str) -> None:
         self.toks = _tokens(text)
+        check_nesting(self.toks)
         self.i = 0
-        self.depth = 0
         self.env: list[dict[str, Est]] = [{"device": DEVICE}]
 
     # -- tokens -----------------------------------------------------------------------------
@@ -127,12 +235,17 @@ class _Parser:
 
     def take(self, want: str | None = None) -> str:
         if self.i >= len(self.toks):
-            raise _Unparsable("unexpected end")
+            raise Unbounded("unexpected end")
         tok = self.toks[self.i][1]
         if want is not None and tok != want:
-            raise _Unparsable(f"expected {want!r}, found {tok!r}")
+            raise Unbounded(f"expected {want!r}, found {tok!r}")
         self.i += 1
         return tok
+
+    def ident(self) -> str:
+        if self.kind() != "ident":
+            raise Unbounded(f"expected a name, found {self.peek()!r}")
+        return self.take()
 
     def lookup(self, name: str) -> Est | None:
         for scope in reversed(self.env):
@@ -145,24 +258,18 @@ class _Parser:
     def parse(self) -> Est:
         e = self.expr()
         if self.i != len(self.toks):
-            raise _Unparsable("trailing tokens")
+            raise Unbounded(f"unexpected {self.peek()!r}")
         return e
 
     def expr(self) -> Est:
-        self.depth += 1
-        if self.depth > MAX_PARSE_DEPTH:
-            raise _Unparsable("too deep")
-        try:
-            cond = self.or_()
-            if self.peek() != "?":
-                return cond
-            self.take("?")
-            a = self.or_()
-            self.take(":")
-            b = self.expr()
-            return _join_branches(a, b).plus(cond.cost)
-        finally:
-            self.depth -= 1
+        cond = self.or_()
+        if self.peek() != "?":
+            return cond
+        self.take("?")
+        a = self.or_()
+        self.take(":")
+        b = self.expr()
+        return _join_branches(a, b).plus(cond.cost)
 
     def or_(self) -> Est:
         e = self.and_()
@@ -185,11 +292,13 @@ class _Parser:
         while self.peek() in ("<", "<=", ">", ">=", "==", "!=", "in"):
             op = self.take()
             r = self.add()
-            if op == "in":
-                e = Est(e.cost + r.cost + 1 + r.size * (1 + TRAVERSAL * _elem_size(r)))
-            else:
-                e = Est(e.cost + r.cost + 1 + TRAVERSAL * min(e.size, r.size)
-                        * (_elem_size(e) if e.kind == "list" else 1))
+            if op == "in" and r.kind in ("map", "device"):  # a lookup: hashes the key
+                e = Est(e.cost + r.cost + 1 + TRAVERSAL * min(_bytes(e), _bytes(r.key)))
+            elif op == "in":  # a scan: compares each element
+                e = Est(e.cost + r.cost + 1
+                        + r.size * (1 + TRAVERSAL * min(_bytes(e), _bytes(r.elem))))
+            else:  # comparing reads all the smaller side holds
+                e = Est(e.cost + r.cost + 1 + TRAVERSAL * min(_bytes(e), _bytes(r)))
         return e
 
     def add(self) -> Est:
@@ -217,21 +326,27 @@ class _Parser:
         return e
 
     def unary(self) -> Est:
-        if self.peek() in ("!", "-"):
+        ops = 0
+        while self.peek() in ("!", "-"):  # a run of operators, counted rather than recursed
             self.take()
-            return self.unary().plus(1)
-        return self.member()
+            ops += 1
+        e = self.member()
+        return e.plus(ops) if ops else e
 
     def member(self) -> Est:
         e = self.primary()
         while True:
             tok = self.peek()
-            if tok in (".", ".?"):
+            if tok == ".":
                 self.take()
-                name = self.take()
+                if self.peek() == "?":
+                    self.take()
+                name = self.ident()
                 e = self.call(name, e) if self.peek() == "(" else _field(e, name).plus(e.cost + 1)
-            elif tok in ("[", "[?"):
+            elif tok == "[":
                 self.take()
+                if self.peek() == "?":
+                    self.take()
                 index = self.expr()
                 self.take("]")
                 e = _index(e).plus(e.cost + index.cost + 1)
@@ -246,7 +361,7 @@ class _Parser:
             if self.peek() == ",":
                 self.take()
             elif self.peek() != ")":
-                raise _Unparsable("expected , or )")
+                raise Unbounded("expected , or )")
         self.take(")")
         return out
 
@@ -254,8 +369,7 @@ class _Parser:
         kind, tok = (self.kind(), self.peek())
         if kind == "string":
             self.take()
-            n = _literal_length(tok)
-            return Est(0, n, None, "string", n)
+            return _literal(tok)
         if kind == "number":
             self.take()
             return Est()
@@ -268,22 +382,21 @@ class _Parser:
             self.take()
             items: list[Est] = []
             while self.peek() != "]":
-                if self.peek() == "?":
+                if self.peek() == "?":  # an optional element: present or not, at most one
                     self.take()
                 items.append(self.expr())
                 if self.peek() == ",":
                     self.take()
                 elif self.peek() != "]":
-                    raise _Unparsable("expected , or ]")
+                    raise Unbounded("expected , or ]")
             self.take("]")
             elem = None
             for it in items:
                 elem = _widest(elem, it)
-            return Est(sum(it.cost for it in items) + LIST_CREATE, len(items), elem, "list",
-                       len(items))
+            return Est(sum(it.cost for it in items) + LIST_CREATE, len(items), elem, "list")
         if tok == "{":
             self.take()
-            cost, n, elem = float(MAP_CREATE), 0, None
+            cost, n, elem, key = float(MAP_CREATE), 0, None, None
             while self.peek() != "}":
                 if self.peek() == "?":
                     self.take()
@@ -291,18 +404,19 @@ class _Parser:
                 self.take(":")
                 v = self.expr()
                 cost += k.cost + v.cost
-                elem = _widest(elem, v)
+                elem, key = _widest(elem, v), _widest(key, k)
                 n += 1
                 if self.peek() == ",":
                     self.take()
                 elif self.peek() != "}":
-                    raise _Unparsable("expected , or }")
+                    raise Unbounded("expected , or }")
             self.take("}")
-            return Est(cost, n, elem, "map", n)
+            return Est(cost, n, elem, "map", 0, key)
         if tok == ".":
             self.take()
-            tok = self.peek()
-        if kind == "ident" or self.kind() == "ident":
+            if self.kind() != "ident":
+                raise Unbounded(f"unexpected {self.peek()!r}")
+        if self.kind() == "ident":
             name = self.take()
             if name in ("true", "false", "null"):
                 return Est()
@@ -312,9 +426,10 @@ class _Parser:
                 self.take(".")
                 self.take("bind")
                 return self.bind()
-            if name in ("sets", "optional", "strings", "math", "lists") and self.peek() == ".":
+            if name in ("sets", "optional", "strings") and self.peek() == "." \
+                    and self.lookup(name) is None:
                 self.take(".")
-                fn = self.take()
+                fn = self.ident()
                 return self.call(f"{name}.{fn}", None)
             if name == "has" and self.peek() == "(":
                 self.args()
@@ -322,18 +437,18 @@ class _Parser:
             if self.peek() == "(":
                 return self.call(name, None)
             bound = self.lookup(name)
-            if bound is not None:  # a bound name costs a read, not its computation again
-                return Est(1, bound.size, bound.elem, bound.kind, bound.min_size)
-            return Est(1)
-        raise _Unparsable(f"unexpected {tok!r}")
+            if bound is None:
+                raise Unbounded(f"unknown name {name!r}")
+            return bound.value().plus(1)  # a bound name costs a read, not its computation
+        raise Unbounded(f"unexpected {tok!r}")
 
     def bind(self) -> Est:
         self.take("(")
-        name = self.take()
+        name = self.ident()
         self.take(",")
         init = self.expr()
         self.take(",")
-        self.env.append({name: Est(0, init.size, init.elem, init.kind, init.min_size)})
+        self.env.append({name: init.value()})
         try:
             body = self.expr()
         finally:
@@ -344,6 +459,8 @@ class _Parser:
     def call(self, name: str, recv: Est | None) -> Est:
         if recv is not None and name in _MACROS:
             return self.macro(name, recv)
+        if name not in FUNCTIONS:
+            raise Unbounded(f"unknown function {name!r}")
         args = self.args()
         base = (recv.cost if recv is not None else 0) + sum(a.cost for a in args) + 1
         r = recv if recv is not None else (args[0] if args else Est())
@@ -352,13 +469,16 @@ class _Parser:
 
     def macro(self, name: str, recv: Est) -> Est:
         self.take("(")
-        var = self.take()
+        var = self.ident()
         self.take(",")
-        item = recv.elem or DYN_VALUE
-        if recv.kind in ("map", "device"):
-            item = STRING64  # a map's comprehension ranges over its keys
-        n = recv.size
-        self.env.append({var: Est(0, item.size, item.elem, item.kind, item.min_size)})
+        if name in ("optMap", "optFlatMap"):
+            item = recv  # the optional's value
+        elif recv.kind in ("map", "device"):
+            item = recv.key or STRING64  # a map's comprehension ranges over its keys
+        else:
+            item = recv.elem or DYN_VALUE
+        n = 1.0 if name in ("optMap", "optFlatMap") else recv.size
+        self.env.append({var: item.value()})
         try:
             bodies = [self.expr()]
             while self.peek() == ",":
@@ -367,14 +487,16 @@ class _Parser:
         finally:
             self.env.pop()
         self.take(")")
+        if len(bodies) > (2 if name == "map" else 1):
+            raise Unbounded(f"{name}() with {len(bodies)} bodies")
         step = sum(b.cost for b in bodies) + 2
         cost = recv.cost + n * step
+        if name in ("optMap", "optFlatMap"):
+            return bodies[-1].value().plus(cost)
         if name == "map":
-            return Est(cost + LIST_CREATE, n, bodies[-1], "list")
-        if name in ("filter", "sortBy", "transformList"):
-            return Est(cost + LIST_CREATE, n, recv.elem, "list")
-        if name in ("transformMap", "transformMapEntry"):
-            return Est(cost + MAP_CREATE, n, bodies[-1], "map")
+            return Est(cost + LIST_CREATE, n, bodies[-1].value(), "list")
+        if name == "filter":
+            return Est(cost + LIST_CREATE, n, item.value(), "list")
         return Est(cost)
 
 
@@ -389,13 +511,13 @@ def _widest(a: Est | None, b: Est | None) -> Est | None:
         return a
     kind = a.kind if a.kind == b.kind else "dyn"
     return Est(0, max(a.size, b.size), _widest(a.elem, b.elem), kind,
-               min(a.min_size, b.min_size))
+               min(a.min_size, b.min_size), _widest(a.key, b.key))
 
 
 def _join_branches(a: Est, b: Est) -> Est:
     w = _widest(a, b)
     assert w is not None
-    return Est(max(a.cost, b.cost), w.size, w.elem, w.kind, w.min_size)
+    return replace(w, cost=max(a.cost, b.cost))
 
 
 def _field(e: Est, name: str) -> Est:
@@ -406,7 +528,7 @@ def _field(e: Est, name: str) -> Est:
             return Est(0, 63, None, "string")
         return Est()
     if e.elem is not None:
-        return Est(0, e.elem.size, e.elem.elem, e.elem.kind, e.elem.min_size)
+        return e.elem.value()
     return DYN_VALUE
 
 
@@ -418,35 +540,39 @@ def _index(e: Est) -> Est:
 
 def _function(name: str, r: Est, args: list[Est]) -> Est:
     """The estimate of ``r.name(args)`` (or ``name(r, args)``), its own cost excluding its
-    operands' and the call's one unit."""
+    operands' and the call's one unit. Every function of the environment is here
+    (:data:`FUNCTIONS`); the caller refuses any other."""
     read = TRAVERSAL * r.size * _elem_size(r)
     a0 = args[0] if args else Est(size=0)
     if name == "type":
         return TYPE_VALUE
-    if name in ("size", "major", "minor", "patch", "sign", "isInteger", "asInteger",
-                "asApproximateFloat", "compareTo", "isGreaterThan", "isLessThan", "int",
-                "uint", "double", "bool", "dyn", "hasValue", "add", "sub",
-                "optional.none", "getMilliseconds"):
-        return Est(0, r.size if name in ("dyn",) else 1, r.elem if name == "dyn" else None,
-                   r.kind if name == "dyn" else "other")
-    if name in ("value", "orValue", "optional.of", "optional.ofNonZeroValue"):
-        w = _widest(r, a0) if name == "orValue" else r
+    if name in _SAME:
+        return r.value()
+    if name in _WIDEST:
+        w = _widest(r, a0)
         assert w is not None
-        return Est(0, w.size, w.elem, w.kind, w.min_size)
-    if name in ("contains", "startsWith", "endsWith", "indexOf", "lastIndexOf", "charAt"):
-        return Est(read * max(1.0, a0.size if name in ("contains", "indexOf",
-                                                        "lastIndexOf") else 1.0),
-                   1, None, "string" if name == "charAt" else "other")
+        return w.value()
+    if name in _ELEMENT:
+        scan = r.size * (1 + TRAVERSAL * _bytes(r.elem)) if name in ("min", "max") else 0.0
+        return (r.elem or DYN_VALUE).value().plus(scan)
+    if name in ("contains", "indexOf", "lastIndexOf"):
+        return Est(read * max(1.0, a0.size))
+    if name in ("startsWith", "endsWith", "size", "hasValue"):
+        return Est(read if name in ("startsWith", "endsWith") else 0)
+    if name == "charAt":
+        return Est(read, 4, None, "string", 0)
     if name in ("matches", "find"):
         return Est(read * max(1.0, a0.size), r.size if name == "find" else 1, None,
                    "string" if name == "find" else "other")
     if name == "findAll":
         return Est(read * max(1.0, a0.size), r.size, Est(0, r.size, None, "string"), "list")
-    if name in ("lowerAscii", "upperAscii", "trim", "reverse", "string", "substring"):
-        size = r.size if r.kind == "string" else 32
-        return Est(read, size, None, "string")
+    if name in ("lowerAscii", "upperAscii", "trim", "reverse", "substring", "bytes"):
+        return Est(read, r.size if r.kind in ("string", "dyn") else 32, None, "string")
+    if name == "string":
+        return Est(read, max(r.size if r.kind in ("string", "dyn") else 0, 32), None, "string")
     if name == "strings.quote":
-        return Est(read, _cap(2 * r.size + 2), None, "string")
+        # an escaped character is at most six bytes (\u0000-style), plus the quotes
+        return Est(read, _cap(6 * r.size + 2), None, "string")
     if name == "replace":
         old, new = a0, (args[1] if len(args) > 1 else Est(size=0))
         if old.min_size <= 0:
@@ -457,27 +583,34 @@ def _function(name: str, r: Est, args: list[Est]) -> Est:
     if name == "split":
         return Est(read, _cap(r.size + 1), Est(0, r.size, None, "string"), "list")
     if name == "join":
-        elem = r.elem.size if r.elem is not None else DEVICE_STRING
-        size = _cap(r.size * (elem + a0.size))
+        size = _cap(r.size * (_bytes(r.elem) + a0.size))
         return Est(TRAVERSAL * size, size, None, "string")
     if name == "format":
-        size = _cap(r.size + a0.size * _elem_size(a0) * 4)
+        # each verb takes two bytes of the format and prints one argument, or a number of at
+        # most FORMAT_VERB bytes
+        size = _cap(r.size + (r.size / 2 + 1) * max(float(FORMAT_VERB), _bytes(a0.elem)))
         return Est(TRAVERSAL * size, size, None, "string")
-    if name in ("semver", "quantity", "isSemver", "isQuantity"):
-        return Est(read)
-    if name in ("isSorted", "sum", "min", "max", "includes"):
-        return Est(r.size * (1 + TRAVERSAL * _elem_size(r)),
-                   _elem_size(r) if name in ("min", "max") else 1)
+    if name in ("isSorted", "sum", "includes"):
+        return Est(r.size * (1 + TRAVERSAL * _bytes(r.elem)))
     if name.startswith("sets."):
-        return Est(r.size * a0.size * (1 + TRAVERSAL * _elem_size(r)))
-    # Anything else reads its operands once.
+        return Est(r.size * a0.size * (1 + TRAVERSAL * _bytes(r.elem)))
+    # The remaining scalars (conversions, semver and quantity methods, timestamps) read their
+    # operands once.
     return Est(read + sum(TRAVERSAL * a.size for a in args))
 
 
-def estimate(expression: str) -> float | None:
-    """The worst-case cost of ``expression``, or None when it does not parse (the compiler
-    then says why)."""
+def bound(expression: str) -> float:
+    """The worst-case cost of ``expression``; :class:`Unbounded` when the estimate cannot
+    bound it (it does not parse, it nests too deep, it calls what the estimate does not know)."""
     try:
         return _Parser(expression).parse().cost
-    except _Unparsable:
+    except RecursionError:  # pragma: no cover - check_nesting bounds the recursion
+        raise Unbounded("nested too deep") from None
+
+
+def estimate(expression: str) -> float | None:
+    """The worst-case cost of ``expression``, or None when :func:`bound` cannot bound it."""
+    try:
+        return bound(expression)
+    except Unbounded:
         return None
