@@ -12,17 +12,17 @@ import pytest
 
 pytest.importorskip("cel_expr_python")
 
-from liken_devices.inventory import MachineSpec
 from liken_devices.inventory.limits import DRIVER
 from liken_devices.match.cel import environment
 from liken_devices.match.matching import Question, answer
 from liken_devices.slices import devices_json, make_slice
 from tests.deploy.test_guide import (
-    PULSE8,
     WANTED,
     built,
     cec_adapter,
     example,
+    gpio_stick,
+    guide_machine,
     real,
     serial_stick,
 )
@@ -47,13 +47,21 @@ def test_zigbee_stick(tmp_path: Path) -> None:
     assert matched("zigbee-stick.yaml", inv) == ["usb-1-2-1-0"]
 
 
+def test_zigbee_stick_that_also_exposes_gpio(tmp_path: Path) -> None:
+    """A CP210x with a gpiochip: no subsystem attribute, still the class's bridge."""
+    inv = built(tmp_path, a=lambda b: gpio_stick(b, "1-2", 3, WANTED, 0, 2),
+                twin=lambda b: gpio_stick(b, "1-3", 4, "0000beef", 1, 3),
+                other=lambda b: gpio_stick(b, "1-4", 5, WANTED, 2, 4, "0403", "6001"))
+    assert matched("zigbee-stick.yaml", inv) == ["usb-1-2-1-0"]
+
+
 def test_render_node_on_a_real_two_gpu_machine() -> None:
     got = matched("render-node.yaml", real("mir-standard-drm-devices.umockdev"))
     assert got in (["pci-0000-00-02-0"], ["pci-0000-01-00-0"])
 
 
 def test_cec_bus_and_remote_from_one_adapter(tmp_path: Path) -> None:
-    inv = built(tmp_path, MachineSpec(serio=(PULSE8,)),
+    inv = built(tmp_path, guide_machine("A CEC bus and its remote"),
                 a=lambda b: cec_adapter(b, "1-5", 6, 0, 0, 30),
                 c=lambda b: cec_adapter(b, "1-6", 7, 1, 1, 31))
     got = matched("cec-remote.yaml", inv)
