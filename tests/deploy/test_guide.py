@@ -190,21 +190,24 @@ def test_cec_bus_and_its_remote_paired_by_address(tmp_path: Path) -> None:
         ("liken.sh/usb-1-6-1-0-cec", "liken.sh/usb-1-6-1-0-input")]
 
 
+def ups(b: SysfsBuilder) -> None:
+    """An APC UPS: a HID interface with its hidraw and hiddev nodes."""
+    usb = b.usb_device("1-9", devnum=10, vendor="051d", product="0002", serial="3B1234X")
+    iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+    hid = b.device(iface, "0003:051D:0002.0001", "hid")
+    b.node(hid, "hidraw", "hidraw0", 240, 0, subdir="hidraw")
+    b.node(iface, "usbmisc", "hiddev0", 180, 0, devname="usb/hiddev0", subdir="usbmisc")
+
+
+def hid_mouse(b: SysfsBuilder) -> None:
+    usb = b.usb_device("1-10", devnum=11, vendor="046d", product="c077")
+    iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+    hid = b.device(iface, "0003:046D:C077.0002", "hid")
+    b.node(hid, "hidraw", "hidraw1", 240, 1, subdir="hidraw")
+
+
 def test_ups_through_libusb(tmp_path: Path) -> None:
-    def ups(b: SysfsBuilder) -> None:
-        usb = b.usb_device("1-9", devnum=10, vendor="051d", product="0002", serial="3B1234X")
-        iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
-        hid = b.device(iface, "0003:051D:0002.0001", "hid")
-        b.node(hid, "hidraw", "hidraw0", 240, 0, subdir="hidraw")
-        b.node(iface, "usbmisc", "hiddev0", 180, 0, devname="usb/hiddev0", subdir="usbmisc")
-
-    def mouse(b: SysfsBuilder) -> None:
-        usb = b.usb_device("1-10", devnum=11, vendor="046d", product="c077")
-        iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
-        hid = b.device(iface, "0003:046D:C077.0002", "hid")
-        b.node(hid, "hidraw", "hidraw1", 240, 1, subdir="hidraw")
-
-    inv = built(tmp_path, u=ups, m=mouse)
+    inv = built(tmp_path, u=ups, m=hid_mouse)
     [(name,)] = claim("ups.yaml", liken(inv))
     assert name == "liken.sh/usb-1-9-1-0"
     paths = [n.path for n in inv.by_name()["usb-1-9-1-0"].nodes]

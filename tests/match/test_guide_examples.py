@@ -23,8 +23,10 @@ from tests.deploy.test_guide import (
     example,
     gpio_stick,
     guide_machine,
+    hid_mouse,
     real,
     serial_stick,
+    ups,
 )
 
 
@@ -67,6 +69,10 @@ def test_cec_bus_and_remote_from_one_adapter(tmp_path: Path) -> None:
     got = matched("cec-remote.yaml", inv)
     assert got is not None and len(got) == 2
     assert {g.rsplit("-", 1)[0] for g in got} in ({"usb-1-5-1-0"}, {"usb-1-6-1-0"})
+
+
+def test_ups_beside_a_hid_mouse(tmp_path: Path) -> None:
+    assert matched("ups.yaml", built(tmp_path, u=ups, m=hid_mouse)) == ["usb-1-9-1-0"]
 
 
 def test_bluetooth_radio_on_a_real_laptop() -> None:
