@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("cel_expr_python")
 
 from liken_devices.cli import main
 from tests.match.test_allocate import SLICES
+from tests.support.hostile import examples
 
 RENDER = 'device.driver == "liken.sh" && "renderNode" in device.attributes["liken.sh"] && ' \
     'device.attributes["liken.sh"].renderNode'
@@ -161,3 +164,64 @@ def test_a_slice_file_is_read_strictly(tmp_path: Path, capsys: pytest.CaptureFix
     slices[0]["apiVersion"] = "resource.k8s.io/v1alpha3"
     rc, _, err = run(tmp_path, capsys, [gpu_class(), claim()], slices, command)
     assert rc == 2 and "apiVersion 'resource.k8s.io/v1alpha3' is not read here" in err
+
+
+# ---- fuzz: a key at a random depth of a valid file ---------------------------------------------
+
+EXAMPLE_FILES = sorted(Path(__file__).resolve().parents[2].joinpath("docs", "examples")
+                       .glob("*.yaml"))
+
+
+def _mappings(value: Any, path: str = "") -> list[tuple[dict[str, Any], str]]:
+    out: list[tuple[dict[str, Any], str]] = []
+    stack = [(value, path)]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, dict):
+            out.append((v, where))
+            stack.extend((x, f"{where}.{k}" if where else str(k)) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
+    return out
+
+
+def _unknown(doc: dict[str, Any]) -> bool:
+    """Whether the Kubernetes project's strict schema finds a property it does not know."""
+    kv = pytest.importorskip("kubernetes_validate")
+    try:
+        kv.validate(doc, "1.37", strict=True)
+    except kv.ValidationError as exc:
+        return "Additional properties are not allowed" in str(exc).splitlines()[0]
+    return False
+
+
+@pytest.mark.fuzz
+@settings(max_examples=examples(25), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(example=st.sampled_from(EXAMPLE_FILES),
+       key=st.text("abcdefghijklmnopqrstuvwxyzXYZ0123456789", min_size=1, max_size=10),
+       data=st.data())
+def test_a_key_at_any_depth_of_a_cookbook_file_is_refused_naming_its_path(
+        tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str],
+        example: Path, key: str, data: st.DataObject) -> None:
+    """The cookbook's files, each with one key added where the draw puts it: refused (exit 2,
+    one line naming the field's path) exactly when the API server refuses the field; a key in a
+    map (labels, an annotation) leaves the file valid and ``match`` answers (exit 0 or 1)."""
+    docs = [d for d in yaml.safe_load_all(example.read_text()) if d]
+    i = data.draw(st.integers(0, len(docs) - 1))
+    target, where = data.draw(st.sampled_from(_mappings(docs[i])))
+    if key in target:
+        return
+    target[key] = "x"
+    path = f"{where}.{key}" if where else key
+    unknown = _unknown(docs[i])
+    tmp = tmp_path_factory.mktemp("f")
+    (tmp / "c.yaml").write_text(yaml.safe_dump_all(docs))
+    (tmp / "s.yaml").write_text(yaml.safe_dump_all(SLICES))
+    rc = main(["match", "-f", str(tmp / "c.yaml"), "--slices", str(tmp / "s.yaml")])
+    _, err = capsys.readouterr()
+    if unknown:
+        assert rc == 2 and err.count("\n") == 1, err
+        assert f'unknown field "{path}"' in err, err
+    else:
+        assert 'unknown field' not in err, err
