@@ -225,3 +225,23 @@ def test_a_key_at_any_depth_of_a_cookbook_file_is_refused_naming_its_path(
         assert f'unknown field "{path}"' in err, err
     else:
         assert 'unknown field' not in err, err
+
+
+@pytest.mark.parametrize("style", ["yaml", "json"])
+def test_a_field_written_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          style: str) -> None:
+    """Strict field validation refuses a duplicate field too: read leniently, the last
+    ``selectors`` wins and the first one's expressions are silently dropped."""
+    sel = '[{"cel": {"expression": "true"}}]'
+    text = ('{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": '
+            f'{{"name": "gpu"}}, "spec": {{"selectors": {sel}, "selectors": {sel}}}}}')
+    if style == "yaml":
+        text = ("apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\n"
+                "spec:\n  selectors: []\n  selectors: []\n")
+    files = tmp_path / "c.yaml"
+    files.write_text(text)
+    sl = tmp_path / "s.yaml"
+    sl.write_text(yaml.safe_dump_all(SLICES))
+    assert main(["match", "-f", str(files), "--slices", str(sl)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'selectors' appears twice in one mapping" in err, err

@@ -21,8 +21,10 @@ from ..errors import InputError
 
 # What a user hands ``match`` and ``claim-for`` (docs/claims.md, "Bad input"): claims and pods
 # by hand are kilobytes; a fleet's slices from kubectl are tens of megabytes.
-CLAIM_LIMITS = Limits(bytes=4 * 1024 * 1024, values=1_000_000)
-SLICE_LIMITS = Limits(bytes=32 * 1024 * 1024, values=4_000_000)
+# A field written twice is refused, as strict field validation refuses it (the last one would
+# win in silence; rules: limits.strict-inputs).
+CLAIM_LIMITS = Limits(bytes=4 * 1024 * 1024, values=1_000_000, unique_keys=True)
+SLICE_LIMITS = Limits(bytes=32 * 1024 * 1024, values=4_000_000, unique_keys=True)
 MAX_CLAIM_FILE = CLAIM_LIMITS.bytes
 MAX_SLICE_FILE = SLICE_LIMITS.bytes
 MAX_OBJECTS = 200_000
