@@ -12,10 +12,12 @@ import pytest
 
 pytest.importorskip("cel_expr_python")
 
+from liken_devices.inventory import Context, Facts, build_inventory
 from liken_devices.inventory.limits import DRIVER
 from liken_devices.match.cel import environment
 from liken_devices.match.matching import Question, answer
 from liken_devices.slices import devices_json, make_slice
+from liken_devices.sysfs.umockdev import parse_recording
 from tests.deploy.test_guide import (
     WANTED,
     built,
@@ -28,6 +30,7 @@ from tests.deploy.test_guide import (
     serial_stick,
     ups,
 )
+from tests.sysfs.test_umockdev import ADAPTER
 
 
 def matched(name: str, inv: Any) -> list[str] | None:
@@ -73,6 +76,21 @@ def test_cec_bus_and_remote_from_one_adapter(tmp_path: Path) -> None:
 
 def test_ups_beside_a_hid_mouse(tmp_path: Path) -> None:
     assert matched("ups.yaml", built(tmp_path, u=ups, m=hid_mouse)) == ["usb-1-9-1-0"]
+
+
+def test_render_node_on_a_built_two_gpu_machine(tmp_path: Path) -> None:
+    """Where the corpus is absent too: an iGPU and a card, each split in two halves."""
+    inv = built(tmp_path, i=lambda b: b.gpu(),
+                d=lambda b: b.gpu("0000:01:00.0", card=1, render=129, driver="amdgpu",
+                                  vendor="1002", device="73bf"))
+    got = matched("render-node.yaml", inv)
+    assert got in (["pci-0000-00-02-0"], ["pci-0000-01-00-0"])
+
+
+def test_bluetooth_radio_on_a_recorded_adapter() -> None:
+    """A Bluetooth adapter recorded as umockdev-record writes one (tests/sysfs)."""
+    inv = build_inventory(parse_recording(ADAPTER, "adapter"), Context(Facts(frozenset())))
+    assert matched("bluetooth.yaml", inv) == ["usb-1-8-1-0"]
 
 
 def test_bluetooth_radio_on_a_real_laptop() -> None:
