@@ -29,7 +29,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "liken_devices"
 LAYERS: dict[str, int] = {
     "": 0,  # the package itself (__version__)
     "errors": 0, "files": 0, "documents": 0, "heap": 0, "inputfiles": 0, "logs": 0, "probe": 0,
-    "signals": 0, "terminal": 0,
+    "signals": 0, "terminal": 0, "apischema": 0,
     "sysfs": 1,
     "inventory": 2,
     "slices": 3, "cliargs": 3,

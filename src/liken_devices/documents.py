@@ -96,7 +96,7 @@ def parse(text: str, limits: Limits, origin: str = "input",
     stripped = text.lstrip()
     if stripped[:1] in ("{", "[") and check is None:
         try:
-            value = json.loads(text)
+            value = json.loads(text, object_pairs_hook=_unique if limits.unique_keys else None)
         except (ValueError, RecursionError):
             pass  # YAML flow style, or JSON nested too deep: the event reader says which
         else:
@@ -109,6 +109,15 @@ def parse(text: str, limits: Limits, origin: str = "input",
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
         raise InputError(f"{origin} is not valid YAML{where}: {problem}") from None
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different; a key written twice is left to the event
+    reader, which names it and its line."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("a key written twice")
+    return out
 
 
 def _measure(value: Any, limits: Limits, origin: str) -> None:

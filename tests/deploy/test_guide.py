@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from liken_devices.inventory import Context, Facts, MachineSpec, SerioEntry
+from liken_devices.inventory.machinefile import parse_machine
 from liken_devices.inventory.policy import build_inventory
 from liken_devices.slices import devices_json
 from liken_devices.sysfs.reader import read_sysfs
@@ -113,6 +114,50 @@ def test_shared_render_node_on_a_real_two_gpu_machine() -> None:
     assert "pci-0000-00-02-0-display" in inv.by_name()  # there, and never chosen
 
 
+def gpio_stick(b: SysfsBuilder, port: str, devnum: int, serial: str, tty: int, chip: int,
+               vendor: str = "10c4", product: str = "ea60") -> Dev:
+    """A CP210x whose GPIO pins the driver exposes: cp210x registers a gpiochip whose parent is
+    the USB interface, so the interface delivers its tty and /dev/gpiochipN (char 254)."""
+    usb = serial_stick(b, port, devnum, serial, tty, vendor, product)
+    iface = Dev(f"{usb.path}/{usb.name}:1.0")
+    b.node(iface, "gpio", f"gpiochip{chip}", 254, chip)
+    return usb
+
+
+def test_zigbee_stick_that_also_exposes_gpio(tmp_path: Path) -> None:
+    """Its interface hands out two kinds of node, so it has no subsystem: the class selects the
+    bridge by its driver (before: it wanted subsystem "tty" and matched nothing)."""
+    inv = built(tmp_path, a=lambda b: gpio_stick(b, "1-2", 3, WANTED, 0, 2),
+                twin=lambda b: gpio_stick(b, "1-3", 4, "0000beef", 1, 3),
+                other=lambda b: gpio_stick(b, "1-4", 5, WANTED, 2, 4, "0403", "6001"))
+    wanted = inv.by_name()["usb-1-2-1-0"]
+    assert "subsystem" not in wanted.attributes
+    assert claim("zigbee-stick.yaml", liken(inv)) == [("liken.sh/usb-1-2-1-0",)]
+
+
+def guide_machine(section: str) -> MachineSpec:
+    """The Machine a recipe of the guide shows (the first yaml block of its section), read as
+    the agent reads a Machine."""
+    text = GUIDE.read_text()
+    start = text.index(f"### {section}\n")
+    end = text.find("\n### ", start + 1)
+    body = text[start:end if end > 0 else len(text)]
+    block = body.split("```yaml\n", 1)[1].split("```", 1)[0]
+    return parse_machine(yaml.safe_load(block), f"the guide's {section!r}")
+
+
+CEC_DRIVERS = {"pulse8-cec": "pulse8_cec", "rainshadow-cec": "rainshadow_cec"}
+
+
+def test_the_cec_recipe_declares_the_modules_its_line_needs() -> None:
+    """Each spec.serio line needs its adapter's serio driver and serport, the line discipline
+    (docs/machine.md): the recipe's Machine declares them."""
+    spec = guide_machine("A CEC bus and its remote")
+    assert spec.serio, "the recipe declares its adapter"
+    for entry in spec.serio:
+        assert {"serport", CEC_DRIVERS[entry.protocol]} <= set(spec.modules)
+
+
 PULSE8 = SerioEntry("pulse8-cec", "2548", "1002")
 
 
@@ -136,7 +181,8 @@ def test_cec_bus_and_its_remote_paired_by_address(tmp_path: Path) -> None:
         inp = b.device(iface, "input40", "input")
         b.node(inp, "input", "event20", 13, 84, devname="input/event20")
 
-    inv = built(tmp_path, MachineSpec(serio=(PULSE8,)),
+    # The Machine is the one the guide shows with the recipe.
+    inv = built(tmp_path, guide_machine("A CEC bus and its remote"),
                 a=lambda b: cec_adapter(b, "1-5", 6, 0, 0, 30),
                 c=lambda b: cec_adapter(b, "1-6", 7, 1, 1, 31), k=keyboard)
     assert sorted(claim("cec-remote.yaml", liken(inv))) == [
@@ -144,21 +190,24 @@ def test_cec_bus_and_its_remote_paired_by_address(tmp_path: Path) -> None:
         ("liken.sh/usb-1-6-1-0-cec", "liken.sh/usb-1-6-1-0-input")]
 
 
+def ups(b: SysfsBuilder) -> None:
+    """An APC UPS: a HID interface with its hidraw and hiddev nodes."""
+    usb = b.usb_device("1-9", devnum=10, vendor="051d", product="0002", serial="3B1234X")
+    iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+    hid = b.device(iface, "0003:051D:0002.0001", "hid")
+    b.node(hid, "hidraw", "hidraw0", 240, 0, subdir="hidraw")
+    b.node(iface, "usbmisc", "hiddev0", 180, 0, devname="usb/hiddev0", subdir="usbmisc")
+
+
+def hid_mouse(b: SysfsBuilder) -> None:
+    usb = b.usb_device("1-10", devnum=11, vendor="046d", product="c077")
+    iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
+    hid = b.device(iface, "0003:046D:C077.0002", "hid")
+    b.node(hid, "hidraw", "hidraw1", 240, 1, subdir="hidraw")
+
+
 def test_ups_through_libusb(tmp_path: Path) -> None:
-    def ups(b: SysfsBuilder) -> None:
-        usb = b.usb_device("1-9", devnum=10, vendor="051d", product="0002", serial="3B1234X")
-        iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
-        hid = b.device(iface, "0003:051D:0002.0001", "hid")
-        b.node(hid, "hidraw", "hidraw0", 240, 0, subdir="hidraw")
-        b.node(iface, "usbmisc", "hiddev0", 180, 0, devname="usb/hiddev0", subdir="usbmisc")
-
-    def mouse(b: SysfsBuilder) -> None:
-        usb = b.usb_device("1-10", devnum=11, vendor="046d", product="c077")
-        iface = b.usb_interface(usb, "1.0", driver="usbhid", cls=3)
-        hid = b.device(iface, "0003:046D:C077.0002", "hid")
-        b.node(hid, "hidraw", "hidraw1", 240, 1, subdir="hidraw")
-
-    inv = built(tmp_path, u=ups, m=mouse)
+    inv = built(tmp_path, u=ups, m=hid_mouse)
     [(name,)] = claim("ups.yaml", liken(inv))
     assert name == "liken.sh/usb-1-9-1-0"
     paths = [n.path for n in inv.by_name()["usb-1-9-1-0"].nodes]

@@ -158,3 +158,42 @@ def test_every_command_exits_2_with_one_line(tmp_path: Path) -> None:
                        "--node", "n", "--modules-dir", str(tmp_path)])
         assert_fails_closed(out, allowed=(2,))
         assert "quote it" in out.stderr
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    # A serial mistyped: the entry would attach every adapter of that model, not the one.
+    (GOOD.replace('    serial: "0123"', '    serail: "0123"'),
+     'unknown field "spec.serio[0].serail"'),
+    (GOOD.replace("  modules:", "  module:"), 'unknown field "spec.module"'),
+    (GOOD.replace("  generation: 3", "  generation: 3\n  nmae: x"),
+     'unknown field "metadata.nmae"'),
+    (GOOD + "specs: {}\n", 'unknown field "specs"'),
+    (GOOD.replace("liken.sh/v1alpha1", "liken.sh/v1"),
+     "apiVersion 'liken.sh/v1' is not read here (read: liken.sh/v1alpha1)"),
+    (GOOD.replace("apiVersion: liken.sh/v1alpha1\n", ""), "the Machine has no apiVersion"),
+    ("modules: [serport]\nserio: []\nmodule: [x]\n", 'unknown field "module"'),
+    ("metadata: {name: n}\nspec: {modules: [serport]}\nstatus: {hardwar: {}}\n",
+     'unknown field "status.hardwar"'),
+])
+def test_unknown_fields_versions_and_kinds_are_refused_with_the_path(tmp_path: Path, text: str,
+                                                                     says: str) -> None:
+    """rules: limits.strict-inputs: the Machine read as the API server reads it under strict
+    field validation (the CRD's fields), from a file as from the cluster."""
+    with pytest.raises(InputError) as err:
+        read_machine_file(write(tmp_path, text))
+    assert says in str(err.value) and "\n" not in str(err.value)
+    out = run_cli(["report", "--sysfs", str(_tree(tmp_path)), "--machine",
+                   str(write(tmp_path, text)), "--node", "n", "--modules-dir", str(tmp_path)])
+    assert_fails_closed(out, allowed=(2,))
+    assert says in out.stderr
+
+
+def test_a_machine_as_kubectl_prints_it_is_read(tmp_path: Path) -> None:
+    """``kubectl get machine -o yaml``: server-set metadata and the agent's own status."""
+    text = GOOD.replace("  generation: 3", "  generation: 3\n  uid: 6f1c\n  resourceVersion: "
+                        "'42'\n  creationTimestamp: '2026-01-01T00:00:00Z'\n  managedFields:\n"
+                        "  - {manager: kubectl, operation: Apply, fieldsV1: {f:spec: {}}}") + \
+        "status:\n  hardware: {unclaimed: []}\n  serio: [{protocol: pulse8-cec, tty: ttyACM0, " \
+        "lines: 1}]\n  conditions: [{type: FactsPublished, status: 'True'}]\n"
+    spec = read_machine_file(write(tmp_path, text))
+    assert spec.modules == ("pulse8_cec", "serport")

@@ -96,3 +96,65 @@ def test_the_command_on_a_generated_machine_file_fails_closed(text: str) -> None
                        "--facts", tmp, "--modules-dir", tmp, "--hwdata-dir", tmp],
                       memory=384 << 20, deadline=30)
         assert_fails_closed(out)
+
+
+# ---- strict fields (rules: limits.strict-inputs) ----------------------------------------------
+
+GOOD_MACHINE: dict[str, Any] = {
+    "apiVersion": "liken.sh/v1alpha1", "kind": "Machine",
+    "metadata": {"name": "n1", "labels": {"a": "b"}, "generation": 2},
+    "spec": {"modules": ["serport", "pulse8_cec"],
+             "serio": [{"protocol": "pulse8-cec", "vendor": "2548", "product": "1002",
+                        "serial": "P8-1"}]},
+    "status": {"hardware": {"unclaimed": [{"bus": "pci", "candidates": ["x"],
+                                           "message": "m"}]},
+               "conditions": [{"type": "FactsPublished", "status": "True"}]},
+}
+# The CRD's free-form places: the labels' and annotations' maps, and status.serio's items
+# (x-kubernetes-preserve-unknown-fields); every other mapping has a fixed set of fields.
+FREE = ("metadata.labels",)
+
+
+def _mappings(value: Any, path: str = "") -> list[tuple[dict[str, Any], str]]:
+    out: list[tuple[dict[str, Any], str]] = []
+    stack = [(value, path)]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, dict):
+            out.append((v, where))
+            stack.extend((x, f"{where}.{k}" if where else str(k)) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
+    return out
+
+
+@settings(max_examples=examples(60), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(key=st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789", min_size=1, max_size=10),
+       data=st.data())
+def test_an_unknown_key_at_any_depth_is_refused_naming_its_path(key: str,
+                                                                data: st.DataObject) -> None:
+    import copy
+
+    doc = copy.deepcopy(GOOD_MACHINE)
+    target, where = data.draw(st.sampled_from(_mappings(doc)))
+    if key in target:
+        return
+    target[key] = "x"
+    path = f"{where}.{key}" if where else key
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / "m.yaml"
+        file.write_text(yaml.safe_dump(doc))
+        if where in FREE:
+            read_machine_file(file)  # a label is anyone's
+            return
+        with pytest.raises(InputError) as err:
+            read_machine_file(file)
+    assert f'unknown field "{path}"' in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_valid_machine_is_read() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / "m.yaml"
+        file.write_text(yaml.safe_dump(GOOD_MACHINE))
+        assert read_machine_file(file).modules == ("serport", "pulse8_cec")

@@ -172,3 +172,20 @@ def test_sharing_condition_follows_what_the_server_keeps(api: FakeApiServer,
     assert rep.set_sharing(True) is True  # the gate turned on: a new status is due at once
     assert rep.sync()
     assert (sharing()["status"], sharing()["reason"]) == ("True", "SharingKept")
+
+
+def test_a_cluster_machine_with_an_unknown_field_keeps_the_previous_spec(
+        api: FakeApiServer, client: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """rules: limits.strict-inputs: the Machine the watch delivers is read as strictly as a
+    file (a newer CRD's field, or one that a schema without pruning let through)."""
+    api.add_machine(NODE, {"modules": ["uhid"]})
+    rep = MachineReporter(client, NODE)
+    assert rep.refresh() == MachineSpec(("uhid",))
+    changed = rep.observe("MODIFIED", {
+        "apiVersion": "liken.sh/v1alpha1", "kind": "Machine", "metadata": {"name": NODE},
+        "spec": {"modules": ["serport"], "serio": [{"protocol": "pulse8-cec", "vendor": "2548",
+                                                     "product": "1002", "serail": "A1"}]}})
+    assert not changed and rep.spec == MachineSpec(("uhid",))
+    assert rep.spec_error is not None
+    assert 'unknown field "spec.serio[0].serail"' in rep.spec_error
+    assert "keeping the previous spec" in caplog.text

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -77,8 +76,6 @@ SPEC = {"modules": ["pulse8-cec", "uhid", "nosuch"],
         "serio": [{"protocol": "pulse8-cec", "vendor": "2548", "product": "1002"}]}
 
 
-@pytest.mark.skipif(not shutil.which("modprobe") and not os.path.exists("/usr/sbin/modprobe"),
-                    reason="modprobe (kmod) is not installed")
 def test_dry_run_prints_the_plan(machine: dict[str, Path],
                                  capsys: pytest.CaptureFixture[str]) -> None:
     code = main(args(machine, SPEC, "--dry-run", "-o", "json"))
@@ -95,24 +92,8 @@ def test_dry_run_prints_the_plan(machine: dict[str, Path],
         ("ModulesLoaded", "False"), ("SerioAttached", "False")]
 
 
-def test_apply_reports_and_returns_without_holding(machine: dict[str, Path],
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """Nothing attaches here (the fixture's /dev/ttyACM0 is not this machine's), so the command
-    prints the status and returns at once instead of holding."""
-    spec = {"modules": ["uhid"], "serio": SPEC["serio"]}
-    code = main(args(machine, spec))
-    out = yaml.safe_load(capsys.readouterr().out)
-    assert out["modules"] == [{"name": "uhid", "state": "Builtin",
-                               "message": "built into the kernel"}]
-    row = out["serio"][0]
-    assert (row["tty"], row["state"]) == ("ttyACM0", "Failed")
-    assert row["message"].startswith("open /dev/ttyACM0 failed: [Errno ")
-    assert out["conditions"][1]["reason"] == "AttachFailed"
-    assert code == 1
-
-
 def test_empty_spec_is_fine(machine: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(args(machine, {})) == 0
+    assert main(args(machine, {}, "--dry-run")) == 0
     out = yaml.safe_load(capsys.readouterr().out)
     assert out["modules"] == [] and out["serio"] == []
     assert [c["reason"] for c in out["conditions"]] == ["NoneDeclared", "NoneDeclared"]
@@ -120,5 +101,117 @@ def test_empty_spec_is_fine(machine: dict[str, Path], capsys: pytest.CaptureFixt
 
 def test_bad_machine_file_is_exit_2(machine: dict[str, Path],
                                     capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(args(machine, {"modules": ["../../evil"]})) == 2
+    assert main(args(machine, {"modules": ["../../evil"]}, "--dry-run")) == 2
     assert "is not a module name" in capsys.readouterr().err
+
+
+# ---- another machine, and what a dry run touches (rules: machine.apply-this-host) -------------
+
+RECORDING = """P: /devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2:1.0/tty/ttyACM0
+N: ttyACM0
+E: DEVNAME=/dev/ttyACM0
+E: MAJOR=166
+E: MINOR=0
+E: SUBSYSTEM=tty
+A: dev=166:0
+L: device=../../../1-2:1.0
+
+P: /devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2:1.0
+E: DEVTYPE=usb_interface
+E: DRIVER=cdc_acm
+E: INTERFACE=2/2/1
+E: SUBSYSTEM=usb
+A: bInterfaceClass=02
+L: driver=../../../../../../bus/usb/drivers/cdc_acm
+
+P: /devices/pci0000:00/0000:00:14.0/usb1/1-2
+N: bus/usb/001/005
+E: BUSNUM=001
+E: DEVNUM=005
+E: DEVTYPE=usb_device
+E: DRIVER=usb
+E: MAJOR=189
+E: MINOR=4
+E: PRODUCT=2548/1002/101
+E: SUBSYSTEM=usb
+A: idProduct=1002
+A: idVendor=2548
+L: driver=../../../../../bus/usb/drivers/usb
+
+P: /devices/pci0000:00/0000:00:14.0/usb1
+E: DEVTYPE=usb_device
+E: SUBSYSTEM=usb
+A: idVendor=1d6b
+
+P: /devices/pci0000:00/0000:00:14.0
+E: SUBSYSTEM=pci
+A: vendor=0x8086
+"""
+
+
+@pytest.fixture
+def watched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """A modprobe first on PATH that writes down each call, and every open of a path under
+    /dev by this process written down too."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "modprobe-calls"
+    stub = bin_dir / "modprobe"
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    stub.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
+    opened: list[str] = []
+    real_open = os.open
+
+    def watching_open(path: object, *rest: object, **kw: object) -> int:
+        if str(path).startswith("/dev/"):
+            opened.append(str(path))
+        return real_open(path, *rest, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", watching_open)
+    return {"opened": opened, "calls_file": [str(calls)]}
+
+
+def _modprobe_calls(seen: dict[str, list[str]]) -> list[str]:
+    path = Path(seen["calls_file"][0])
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _inputs(machine: dict[str, Path], how: str) -> list[str]:
+    argv = args(machine, SPEC)
+    if how == "recording":
+        rec = machine["tmp"] / "other.umockdev"
+        rec.write_text(RECORDING)
+        i = argv.index("--sysfs")
+        argv[i:i + 2] = ["--recording", str(rec)]
+    return argv
+
+
+@pytest.mark.parametrize("how", ["sysfs", "recording"])
+def test_another_machine_is_refused_without_dry_run(machine: dict[str, Path],
+                                                   watched: dict[str, list[str]], how: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: the recording's (or tree's) adapter was attached through this host's
+    /dev/ttyACM0 and its modules loaded into this host's kernel."""
+    assert main(_inputs(machine, how)) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "machine apply loads modules and attaches lines on this host" in err
+    assert ("is another machine" if how == "recording" else "is not this host's /sys") in err
+    assert "add --dry-run" in err
+    assert _modprobe_calls(watched) == [] and watched["opened"] == []
+
+
+@pytest.mark.parametrize("how", ["sysfs", "recording"])
+def test_a_dry_run_runs_no_modprobe_and_opens_no_tty(machine: dict[str, Path],
+                                                     watched: dict[str, list[str]], how: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a dry run ran 'modprobe -n -v' for every module to load."""
+    code = main([*_inputs(machine, how), "--dry-run", "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1  # nosuch is Missing
+    states = {r["name"]: r["state"] for r in out["modules"]}
+    assert states == {"pulse8-cec": "WouldLoad", "uhid": "Builtin", "nosuch": "Missing"}
+    assert [(r["tty"], r["state"]) for r in out["serio"]] == [("ttyACM0", "WouldAttach")]
+    assert _modprobe_calls(watched) == []
+    assert watched["opened"] == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,13 +113,28 @@ def start_cli(tmp_path: Path, pty: tuple[int, int, str], fake_serio: bool
         site.mkdir()
         (site / "sitecustomize.py").write_text(FAKE_SERIO)
         env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    # machine apply acts on this host alone (rules: machine.apply-this-host): the tree that
+    # describes this host's pty is this host's /sys in a mount namespace of the command's own.
     return subprocess.Popen(
-        [sys.executable, "-c", "import sys; from liken_devices.cli import main; "
-                               "sys.exit(main(sys.argv[1:]))",
-         "machine", "apply", "--machine", str(spec), "--sysfs", str(sysfs),
+        [*own_sysfs(sysfs), sys.executable, "-c", "import sys; from liken_devices.cli import "
+                                                   "main; sys.exit(main(sys.argv[1:]))",
+         "machine", "apply", "--machine", str(spec),
          "--modules-dir", str(tmp_path / "lib" / "modules" / "x"), "--facts", str(tmp_path),
          "-o", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def own_sysfs(tree: Path) -> list[str]:
+    """The command line prefix that runs a command with ``tree`` mounted over /sys in a private
+    mount namespace (the host's /sys untouched); the test is skipped where that needs a
+    privilege this run lacks."""
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
+                           capture_output=True, check=False) \
+        if os.geteuid() == 0 and shutil.which("unshare") else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("a private mount namespace (unshare -m, as root) is not available")
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" /sys && exec "$@"', str(tree)]
 
 
 def first_document(proc: subprocess.Popen[str]) -> dict[str, Any]:

@@ -252,10 +252,15 @@ def test_real_modprobe_dry_run_against_the_test_tree(tree: ModuleTreeBuilder) ->
         loader.load("nosuch_driver")
 
 
-@needs_modprobe
-def test_machine_side_dry_run_uses_the_real_tooling(tree: ModuleTreeBuilder,
-                                                    tmp_path: Path) -> None:
-    side = MachineSide(tree.dir, ModprobeLoader(tree.dir, dry_run=True),
+class _Forbidden:
+    def load(self, name: str) -> str:
+        raise AssertionError(f"a dry run called the loader for {name}")
+
+
+def test_machine_side_dry_run_states_the_plan_and_runs_no_tooling(tree: ModuleTreeBuilder,
+                                                                  tmp_path: Path) -> None:
+    """rules: machine.apply-this-host: the plan is modprobe's, read from modules.dep."""
+    side = MachineSide(tree.dir, _Forbidden(),
                        sys_root=tmp_path / "nosys", proc_root=tmp_path / "noproc")
     out = side.apply(MachineSpec(modules=("rainshadow-cec", "uhid")), Snapshot({}), dry_run=True)
     rows = {r["name"]: r for r in out["modules"]}

@@ -345,7 +345,8 @@ def test_text_output_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtur
            'the selector wants "0403"' in text
     assert text.rstrip().endswith("allocatable on node n1")
     bad = tmp_path / "bad.yaml"
-    bad.write_text("kind: ResourceClaim\nmetadata: {name: x}\nspec: {devices: {requests: "
+    bad.write_text("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: x}\n"
+                   "spec: {devices: {requests: "
                    "[{name: r, exactly: {count: 1}}]}}\n")
     assert main(["match", "-f", str(bad), "--slices", str(sl)]) == 2
     err = capsys.readouterr().err

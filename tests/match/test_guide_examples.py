@@ -12,22 +12,27 @@ import pytest
 
 pytest.importorskip("cel_expr_python")
 
-from liken_devices.inventory import MachineSpec
+from liken_devices.inventory import Context, Facts, build_inventory
 from liken_devices.inventory.limits import DRIVER
 from liken_devices.match.cel import environment
 from liken_devices.match.matching import Question, answer
 from liken_devices.slices import devices_json, make_slice
+from liken_devices.sysfs.umockdev import parse_recording
 from tests.deploy.test_guide import (
     DRANET,
-    PULSE8,
     WANTED,
     built,
     cec_adapter,
     example,
+    gpio_stick,
+    guide_machine,
+    hid_mouse,
     real,
     serial_stick,
     two_root_machine,
+    ups,
 )
+from tests.sysfs.test_umockdev import ADAPTER
 
 
 def matched(name: str, inv: Any, others: dict[str, list[dict[str, Any]]] | None = None,
@@ -53,18 +58,45 @@ def test_zigbee_stick(tmp_path: Path) -> None:
     assert matched("zigbee-stick.yaml", inv) == ["usb-1-2-1-0"]
 
 
+def test_zigbee_stick_that_also_exposes_gpio(tmp_path: Path) -> None:
+    """A CP210x with a gpiochip: no subsystem attribute, still the class's bridge."""
+    inv = built(tmp_path, a=lambda b: gpio_stick(b, "1-2", 3, WANTED, 0, 2),
+                twin=lambda b: gpio_stick(b, "1-3", 4, "0000beef", 1, 3),
+                other=lambda b: gpio_stick(b, "1-4", 5, WANTED, 2, 4, "0403", "6001"))
+    assert matched("zigbee-stick.yaml", inv) == ["usb-1-2-1-0"]
+
+
 def test_render_node_on_a_real_two_gpu_machine() -> None:
     got = matched("render-node.yaml", real("mir-standard-drm-devices.umockdev"))
     assert got in (["pci-0000-00-02-0"], ["pci-0000-01-00-0"])
 
 
 def test_cec_bus_and_remote_from_one_adapter(tmp_path: Path) -> None:
-    inv = built(tmp_path, MachineSpec(serio=(PULSE8,)),
+    inv = built(tmp_path, guide_machine("A CEC bus and its remote"),
                 a=lambda b: cec_adapter(b, "1-5", 6, 0, 0, 30),
                 c=lambda b: cec_adapter(b, "1-6", 7, 1, 1, 31))
     got = matched("cec-remote.yaml", inv)
     assert got is not None and len(got) == 2
     assert {g.rsplit("-", 1)[0] for g in got} in ({"usb-1-5-1-0"}, {"usb-1-6-1-0"})
+
+
+def test_ups_beside_a_hid_mouse(tmp_path: Path) -> None:
+    assert matched("ups.yaml", built(tmp_path, u=ups, m=hid_mouse)) == ["usb-1-9-1-0"]
+
+
+def test_render_node_on_a_built_two_gpu_machine(tmp_path: Path) -> None:
+    """Where the corpus is absent too: an iGPU and a card, each split in two halves."""
+    inv = built(tmp_path, i=lambda b: b.gpu(),
+                d=lambda b: b.gpu("0000:01:00.0", card=1, render=129, driver="amdgpu",
+                                  vendor="1002", device="73bf"))
+    got = matched("render-node.yaml", inv)
+    assert got in (["pci-0000-00-02-0"], ["pci-0000-01-00-0"])
+
+
+def test_bluetooth_radio_on_a_recorded_adapter() -> None:
+    """A Bluetooth adapter recorded as umockdev-record writes one (tests/sysfs)."""
+    inv = build_inventory(parse_recording(ADAPTER, "adapter"), Context(Facts(frozenset())))
+    assert matched("bluetooth.yaml", inv) == ["usb-1-8-1-0"]
 
 
 def test_bluetooth_radio_on_a_real_laptop() -> None:

@@ -19,7 +19,14 @@ from liken_devices.sysfs.umockdev import load_recording, parse_recording
 from tests.support.hostile import assert_fails_closed, run_cli
 from tests.support.sysfs_builder import SysfsBuilder
 
-USB = """P: /devices/pci0000:00/0000:00:14.0/usb1/1-2
+# The USB device and its parents, as umockdev-record writes them (rules: hardware.whole-recordings).
+USB = """P: /devices/pci0000:00/0000:00:14.0
+E: SUBSYSTEM=pci
+
+P: /devices/pci0000:00/0000:00:14.0/usb1
+E: SUBSYSTEM=usb
+
+P: /devices/pci0000:00/0000:00:14.0/usb1/1-2
 E: SUBSYSTEM=usb
 E: DEVTYPE=usb_device
 E: DRIVER=usb
@@ -44,7 +51,9 @@ def _cli(*argv: str) -> list[str]:
 @pytest.mark.parametrize("sep", ["\u2028", "\u0085", "\u2029", "\x0b", "\x0c", "\x1c", "\r"])
 def test_a_line_separator_inside_a_value_injects_no_line(sep: str) -> None:
     snap = parse_recording(USB.format(sep=sep))
-    assert list(snap.devices) == ["/devices/pci0000:00/0000:00:14.0/usb1/1-2"]
+    assert list(snap.devices) == ["/devices/pci0000:00/0000:00:14.0",
+                                  "/devices/pci0000:00/0000:00:14.0/usb1",
+                                  "/devices/pci0000:00/0000:00:14.0/usb1/1-2"]
     nodes = [d.node.name for d in snap.devices.values() if d.node]
     assert nodes == ["bus/usb/001/002"]  # no /dev/mem
     assert sep in snap.devices["/devices/pci0000:00/0000:00:14.0/usb1/1-2"].attr("product") \

@@ -22,12 +22,14 @@ from typing import Any
 
 import yaml
 
+from ..apischema import check, check_object, fields_of, type_of
 from ..documents import Limits, line, load_file, parse
 from ..errors import InputError
 from .model import MachineSpec, SerioEntry
 from .modname import is_module_name
 
 SERIO_PROTOCOLS = ("pulse8-cec", "rainshadow-cec")
+MACHINE_API_VERSION = "liken.sh/v1alpha1"
 MAX_FILE = 1 << 20  # bytes; a Machine is a few hundred
 MAX_DEPTH = 32
 MAX_MODULES = 1024
@@ -79,14 +81,25 @@ def parse_machine(doc: Any, origin: str = "machine") -> MachineSpec:
     if not isinstance(doc, dict):
         kind = type(doc).__name__
         raise InputError(f"{origin}: expected a Machine object or its spec, got {kind}")
-    if "kind" in doc or "apiVersion" in doc:
-        if doc.get("kind") != "Machine":
-            raise InputError(f"{origin}: kind is {str(doc.get('kind'))[:40]!r}, expected Machine")
-        spec = doc.get("spec") or {}
-    elif "spec" in doc and not {"modules", "serio"} & doc.keys():
-        spec = doc.get("spec") or {}  # a Machine without its type header
-    else:
-        spec = doc  # just the spec
+    # Read as the API server reads a Machine under strict field validation: its apiVersion and
+    # kind, every field one of the CRD's (rules: limits.strict-inputs). A key mistyped in
+    # spec.serio would otherwise leave an entry that attaches nothing, with no word said.
+    machine = type_of(MACHINE_API_VERSION, "Machine")
+    assert machine is not None
+    try:
+        if "kind" in doc or "apiVersion" in doc:
+            if doc.get("kind") != "Machine":
+                raise InputError(f"kind is {str(doc.get('kind'))[:40]!r}, expected Machine")
+            check_object(doc, {MACHINE_API_VERSION: ("Machine",)})
+            spec = doc.get("spec") or {}
+        elif "spec" in doc and not {"modules", "serio"} & doc.keys():
+            check(doc, machine)  # a Machine without its type header
+            spec = doc.get("spec") or {}
+        else:
+            check(doc, fields_of(machine)["spec"])  # just the spec
+            spec = doc
+    except InputError as exc:
+        raise InputError(f"{origin}: {exc}") from None
     if not isinstance(spec, dict):
         raise InputError(f"{origin}: spec must be a mapping")
     return MachineSpec(_modules(spec.get("modules") or [], origin),

@@ -14,9 +14,9 @@ from types import FrameType
 from typing import Any
 
 from .. import signals
-from ..cliargs import dump, sources_from_args
+from ..cliargs import InputError, another_machine, dump, sources_from_args
 from ..inventory.sources import default_modules_dir
-from .modules import ModprobeLoader
+from .modules import LoadError, ModprobeLoader
 from .side import MachineSide
 
 
@@ -25,14 +25,29 @@ def failed(fragment: dict[str, Any]) -> bool:
             or any(r["state"] == "Failed" for r in fragment["serio"]))
 
 
+class _NoTooling:
+    """The loader of a dry run: it is never called (the plan comes from the module tree), and
+    if it were, it would refuse instead of running modprobe (rules: machine.apply-this-host)."""
+
+    def load(self, name: str) -> str:
+        raise LoadError("a dry run runs no modprobe")
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
+    # rules: machine.apply-this-host. The command loads this host's modules and opens this
+    # host's ttys: the machine it read must be this host, or the run a dry run.
+    if another_machine(args) and not args.dry_run:
+        what = (f"--recording {args.recording} is another machine" if args.recording is not None
+                else f"--sysfs {args.sysfs} is not this host's /sys")
+        raise InputError(f"machine apply loads modules and attaches lines on this host, and {what}"
+                         "; add --dry-run to see what it would do there")
     sources = sources_from_args(args)
     sources.check()
     spec = sources.machine()
     modules_dir = args.modules_dir or default_modules_dir()
     wake = threading.Event()
-    side = MachineSide(modules_dir, ModprobeLoader(modules_dir, dry_run=args.dry_run),
-                       sys_root=args.sysfs, on_change=wake.set)
+    loader = _NoTooling() if args.dry_run else ModprobeLoader(modules_dir)
+    side = MachineSide(modules_dir, loader, sys_root=args.sysfs, on_change=wake.set)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -27,8 +27,10 @@ walks again, prints the new status, and exits when it holds no line any more. It
 uevents: an adapter plugged in later is attached by 'liken-devices run', or by running this
 command again. Modules are never unloaded (removing one takes a reboot).
 
---dry-run loads nothing and attaches nothing: modules show WouldLoad with 'modprobe -n -v' output,
-lines WouldAttach.
+--dry-run loads nothing, attaches nothing, runs no modprobe and opens no device node: modules
+show WouldLoad with the plan modprobe would follow (read from modules.dep), lines WouldAttach.
+The command acts on this host: --recording FILE, or a --sysfs tree other than /sys, is another
+machine, and is refused without --dry-run.
 
 Exit status: 0 when nothing failed (adapters that are absent are only Waiting), 1 when a module is
 Missing or Failed or a line Failed, 2 on bad input.

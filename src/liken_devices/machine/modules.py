@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from ..inventory.modname import is_module_name, normalize
-from .tree import Fingerprint, ModuleTree, fingerprint
+from .tree import Fingerprint, ModuleTree, fingerprint, module_name_of
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +194,8 @@ class ModuleManager:
     def apply(self, names: tuple[str, ...], *, dry_run: bool = False) -> list[ModuleStatus]:
         """One row per declared name (and per removed name still loaded), loading as needed.
 
-        ``dry_run``: the loader is a dry run too (it loads nothing); its outcome is shown as
-        WouldLoad and not remembered.
+        ``dry_run``: nothing is loaded and the loader is not called; the plan read from the
+        tree is shown as WouldLoad and not remembered.
         """
         tree = self.tree()
         key = (tree.stamp, tuple(names))
@@ -243,10 +243,14 @@ class ModuleManager:
         if previous is not None and previous.key == key and not dry_run:
             return previous.status  # no new load attempt until the spec or the tree changes
         if dry_run:
-            try:
-                note = self.loader.load(name)
-            except LoadError as exc:
-                return ModuleStatus(name, "Failed", f"dry run: the load would fail: {exc}")
+            # rules: machine.apply-this-host. A dry run runs no tooling at all: the plan is
+            # modprobe's own, read from modules.dep (dependencies first, the last listed
+            # first, those loaded already left out), and the loader is never called.
+            entry = tree.catalog.dependency_line(res.module)
+            path, dep_paths = entry if entry is not None else ("", ())
+            steps = [tree.root / d for d in reversed(dep_paths)
+                     if module_name_of(d) not in loaded]
+            note = "; ".join(f"insmod {p}" for p in [*steps, tree.root / path] if path)
             return ModuleStatus(name, "WouldLoad", f"dry run: would load{alias}"
                                 + (f": {note}" if note else ""))
         self.load_calls += 1

@@ -127,8 +127,11 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
                     "claims hold, admin access; a CEL runtime error on a device the allocator "
                     "reaches stops the claim, as in the scheduler. For every device that does "
                     "not match it names the first failing selector, the comparison that failed "
-                    "and the value it read. Exit 0 allocatable (on at least one node), 1 not, "
-                    "2 bad input.")
+                    "and the value it read. The files (and --slices) are read as the API "
+                    "server reads them with strict field validation: resource.k8s.io/v1, "
+                    "v1beta2 or v1beta1, and v1 for a Pod; an unknown apiVersion, kind or "
+                    "field is bad input, named by its path. Exit 0 allocatable (on at least "
+                    "one node), 1 not, 2 bad input.")
     p.add_argument("-f", "--filename", type=Path, action="append", required=True,
                    metavar="FILE", help="claims, templates, pods and DeviceClasses, YAML or "
                                         "JSON, several documents each (repeat; - reads "

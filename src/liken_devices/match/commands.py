@@ -49,8 +49,7 @@ def _cluster_objects(args: argparse.Namespace, *, with_claims: bool) -> dict[str
 
 def _slices_from_file(path: Path | str) -> list[dict[str, Any]]:
     docs = load_documents(path, SLICE_LIMITS)
-    slices = [d for d in docs if d.get("kind") == "ResourceSlice" or
-              ("kind" not in d and isinstance(d.get("spec"), dict) and "driver" in d["spec"])]
+    slices = [d for d in docs if d.get("kind") == "ResourceSlice"]
     if not slices:
         raise InputError(f"{path}: no ResourceSlice in it")
     return slices

@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..apischema import check_object
 from ..documents import STDIN, Limits, load_file
 from ..errors import InputError
 
 # What a user hands ``match`` and ``claim-for`` (docs/claims.md, "Bad input"): claims and pods
 # by hand are kilobytes; a fleet's slices from kubectl are tens of megabytes.
-CLAIM_LIMITS = Limits(bytes=4 * 1024 * 1024, values=1_000_000)
-SLICE_LIMITS = Limits(bytes=32 * 1024 * 1024, values=4_000_000)
+# A field written twice is refused, as strict field validation refuses it (the last one would
+# win in silence; rules: limits.strict-inputs).
+CLAIM_LIMITS = Limits(bytes=4 * 1024 * 1024, values=1_000_000, unique_keys=True)
+SLICE_LIMITS = Limits(bytes=32 * 1024 * 1024, values=4_000_000, unique_keys=True)
 MAX_CLAIM_FILE = CLAIM_LIMITS.bytes
 MAX_SLICE_FILE = SLICE_LIMITS.bytes
 MAX_OBJECTS = 200_000
@@ -35,26 +38,56 @@ MAX_COUNT = 128  # a request cannot get more devices than one slice holds
 
 def load_documents(path: Path | str, limits: Limits = CLAIM_LIMITS) -> list[dict[str, Any]]:
     """Every object in a YAML or JSON file, or standard input (``-``), read by the one bounded
-    reader (:mod:`..documents`); a ``List`` (kubectl's ``-o yaml``) is unpacked."""
+    reader (:mod:`..documents`); a ``List`` (kubectl's ``-o yaml``) is unpacked. Each object is
+    read as the API server's strict field validation reads it (rules: limits.strict-inputs): a
+    served apiVersion (:data:`API_VERSIONS`), a kind of that version, every field known."""
     where = "standard input" if str(path) == STDIN else str(path)
     docs = load_file(path, limits, "file")
     out: list[dict[str, Any]] = []
-    for doc in _unpack(docs):
-        if not isinstance(doc, dict):
-            raise InputError(f"{where}: a document is not an object")
+    for doc in _unpack(docs, where):
         out.append(doc)
         if len(out) > MAX_OBJECTS:
             raise InputError(f"{where}: more than {MAX_OBJECTS} objects")
     return out
 
 
-def _unpack(docs: Iterable[Any]) -> Iterator[Any]:
-    for doc in docs:
+# The versions of resource.k8s.io that a cluster serves (v1 since Kubernetes 1.34; v1beta2 and
+# v1beta1 still served, and printed by older kubectl), and the core v1 Pod (docs/claims.md,
+# "Bad input").
+API_VERSIONS: dict[str, tuple[str, ...]] = {
+    **{f"resource.k8s.io/{v}": ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate",
+                                "ResourceSlice") for v in ("v1", "v1beta2", "v1beta1")},
+    "v1": ("Pod",),
+}
+
+
+def _unpack(docs: Iterable[Any], where: str) -> Iterator[dict[str, Any]]:
+    stack: list[tuple[Any, str, dict[str, Any] | None]] = [
+        (doc, f"document {i + 1}", None) for i, doc in enumerate(docs)]
+    stack.reverse()
+    while stack:
+        doc, label, inherit = stack.pop()
         if doc is None:
             continue
-        if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") \
-                and isinstance(doc.get("items"), list):
-            yield from _unpack(doc["items"])
+        if not isinstance(doc, dict):
+            raise InputError(f"{where}: {label}: not an object")
+        if inherit is not None:  # an item of a DeviceClassList may leave out its type
+            doc = {**inherit, **doc}
+        kind = doc.get("kind")
+        meta = doc.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if isinstance(kind, str) and isinstance(name, str):
+            label = f"{label} ({kind[:40]} {name[:80]})"
+        try:
+            check_object(doc, API_VERSIONS)
+        except InputError as exc:
+            raise InputError(f"{where}: {label}: {exc}") from None
+        if isinstance(kind, str) and kind.endswith("List"):
+            typed = None if kind == "List" else {"apiVersion": doc["apiVersion"],
+                                                 "kind": kind.removesuffix("List")}
+            items = doc.get("items") or []
+            stack.extend((item, f"{label}: items[{i}]", typed)
+                         for i, item in reversed(list(enumerate(items))))
         else:
             yield doc
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,10 +87,11 @@ def c_unescape(text: str) -> bytes:
 class Block:
     """One device block of a recording, as written (filled in line by line)."""
 
-    __slots__ = ("attrs", "links", "node", "node_content", "path", "props", "symlinks")
+    __slots__ = ("attrs", "line", "links", "node", "node_content", "path", "props", "symlinks")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, line: int = 0) -> None:
         self.path = path
+        self.line = line  # of its P: line
         self.node: str | None = None
         self.node_content: bytes | None = None
         self.symlinks: list[str] = []
@@ -152,10 +154,12 @@ def parse_blocks(text: str, origin: str = "recording") -> Iterator[Block]:
     text = _utf8(text)
     block: Block | None = None
     blocks = lines_in_block = lineno = 0
+    attributed = False  # a record before the last had attributes or links
     try:
         for lineno, raw in _lines(text):
             if not raw.strip():
                 if block is not None:
+                    attributed = attributed or bool(block.attrs or block.links)
                     yield block
                     block = None
                 continue
@@ -169,11 +173,12 @@ def parse_blocks(text: str, origin: str = "recording") -> Iterator[Block]:
                 raise InputError(f"unknown line type {kind[:20]!r}")
             if kind == "P":
                 if block is not None:
+                    attributed = attributed or bool(block.attrs or block.links)
                     yield block
                 blocks += 1
                 if blocks > MAX_BLOCKS:
                     raise InputError(f"more than {MAX_BLOCKS} devices")
-                block = Block(_check_path(rest.strip()))
+                block = Block(_check_path(rest.strip()), lineno)
                 lines_in_block = 0
                 continue
             if block is None:
@@ -182,6 +187,19 @@ def parse_blocks(text: str, origin: str = "recording") -> Iterator[Block]:
             if lines_in_block > MAX_BLOCK_LINES:
                 raise InputError(f"more than {MAX_BLOCK_LINES} lines for one device")
             _add_line(block, kind, rest, origin, lineno)
+        # rules: hardware.whole-recordings. umockdev-record ends every line with a newline: a
+        # last line without one was cut inside its record.
+        if lineno and not text.endswith("\n"):
+            raise InputError("the recording ends inside a record (its last line has no end: "
+                             "the file was cut)")
+        # A record is its P: line, its properties (E:, which every recorded device has) and, in
+        # a recording of sysfs (not of the udev database), its attributes and links after them.
+        if block is not None and (not block.props or (
+                attributed and not (block.attrs or block.links))):
+            lineno = block.line
+            missing = "E: line" if not block.props else "A:, H: or L: line"
+            raise InputError(f"the recording ends inside the record of {block.path[:80]} (it "
+                             f"has no {missing}: the file was cut)")
     except InputError as exc:
         raise InputError(f"{origin}:{getattr(exc, 'lineno', lineno)}: {exc}") from None
     if block is not None:
@@ -189,6 +207,9 @@ def parse_blocks(text: str, origin: str = "recording") -> Iterator[Block]:
 
 
 def _add_line(block: Block, kind: str, rest: str, origin: str, lineno: int) -> None:
+    if kind in "EAHL" and "=" not in rest:
+        # Every property, attribute and link is KEY=VALUE (rules: hardware.whole-recordings).
+        raise InputError(f"a {kind}: line with no '=' (a record cut or damaged): {rest[:60]!r}")
     if kind == "N":
         name, eq, content = rest.partition("=")
         block.node = name.strip()
@@ -290,9 +311,11 @@ def parse_recording(text: str, origin: str = "recording") -> Snapshot:
     devices: dict[str, SysDevice] = {}
     console: list[str] = []
     tty0_active: list[str] = []
+    blocks_seen: list[Block] = []
     for block in parse_blocks(text, origin):
         if not block.path.startswith("/devices/"):
             continue
+        blocks_seen.append(block)
         try:
             dev = _to_device(block)
         except InputError as exc:
@@ -305,11 +328,47 @@ def parse_recording(text: str, origin: str = "recording") -> Snapshot:
             console = [x.decode(errors="replace") for x in block.attrs["active"].split()]
         if dev.path == "/devices/virtual/tty/tty0" and "active" in block.attrs:
             tty0_active = [x.decode(errors="replace") for x in block.attrs["active"].split()]
+    _check_parents(blocks_seen, devices, origin)
     # tty0 is "the current virtual terminal": follow it to the real one
     # (rules: hardware.reserved-nodes).
     names = [n for name in console for n in ([name, *tty0_active] if name == "tty0" else [name])]
     # Virtual block devices built on others (dm, md) are not described by recordings.
     return Snapshot(devices, tuple(names))
+
+
+# The names that are bus devices wherever they appear in sysfs, never a directory the driver
+# core puts between a device and its parent (a class's "glue" directory such as input/ or
+# block/): a PCI function, a USB root hub, device or interface.
+_PCI_FUNCTION = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+_USB_NAME = re.compile(r"usb[0-9]+|[0-9]+-[0-9]+(?:\.[0-9]+)*(?::[0-9]+\.[0-9]+)?")
+
+
+def _bus_named(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return path.count("/") > 2 and (_PCI_FUNCTION.fullmatch(name) is not None
+                                   or _USB_NAME.fullmatch(name) is not None)
+
+
+def _check_parents(blocks: list[Block], devices: dict[str, SysDevice], origin: str) -> None:
+    """rules: hardware.whole-recordings. A device whose parent directory (or, past a class's
+    glue directory, the one above it) is a PCI function or a USB root hub, device or interface
+    by its name needs that parent in the recording: umockdev-record writes a device and then
+    each of its parents, so a cut keeps a child and loses what it hangs from (an interface
+    without its USB device has no vendor, product or driver to be published by, and its adapter
+    is dropped). A recording of one class alone (block devices under a glue directory) names no
+    such parent and is read as it is."""
+    for b in blocks:
+        path = b.path.rstrip("/")
+        parent = path.rsplit("/", 1)[0]
+        if parent in devices:
+            continue
+        if not _bus_named(parent):
+            # No device: the directory the driver core puts between a class device and its
+            # parent (bluetooth/, input/), one level at most.
+            parent = parent.rsplit("/", 1)[0]
+        if _bus_named(parent) and parent not in devices:
+            raise InputError(f"{origin}:{b.line}: {path[:120]} hangs from {parent[:120]}, "
+                             "which the recording lacks (it was cut or edited)")
 
 
 def load_recording(path: Path | str) -> Snapshot:
