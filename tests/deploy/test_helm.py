@@ -346,3 +346,49 @@ def test_images_placement_and_resources(tmp_path: Path) -> None:
                   "containers[0].resources")
     for f in differences(rendered(), charted):
         assert any(f".spec.template.spec.{s}" in f for s in set_fields), f
+
+
+# ---- docs/guide.md, "Helm" ----------------------------------------------------------------
+
+
+def guide_helm() -> str:
+    text = (REPO / "docs" / "guide.md").read_text()
+    start = text.index("\n## Helm\n")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def leaves(values: dict[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for k, v in values.items():
+        if isinstance(v, dict) and v and k != "resources":  # a value of its own
+            out += leaves(v, f"{prefix}{k}.")
+        else:
+            out.append(f"{prefix}{k}")
+    return out
+
+
+def test_the_guide_names_every_value_and_its_default() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    table = [ln for ln in guide_helm().splitlines() if ln.startswith("| `")]
+    for name in leaves(values):
+        [row] = [r for r in table if f"`{name}`" in r.split("|")[1]]
+        default = values
+        for part in name.split("."):
+            default = default[part]
+        if isinstance(default, (str, bool)) and default not in ("", None):
+            assert f"`{str(default).lower() if isinstance(default, bool) else default}`" \
+                in row, (name, row)
+
+
+def test_the_guides_values_file_renders(tmp_path: Path) -> None:
+    text = guide_helm()
+    block = text[text.index("```yaml\n") + 8:]
+    site = tmp_path / "site.yaml"
+    site.write_text(block[:block.index("```")])
+    charted = template(CHART, "-f", str(site))
+    for name, image in (("liken-devices", "liken-devices"), ("media-capabilities",
+                                                             "liken-media")):
+        [c] = daemonset(charted, name)["spec"]["template"]["spec"]["containers"]
+        assert c["image"] == f"registry.example.org/liken/{image}:{VERSION}"
+    # Only the images differ from deploy/ (an empty host: the Service's IP, as every pod).
+    assert all(".containers[0].image:" in f for f in differences(rendered(), charted))
