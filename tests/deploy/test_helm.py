@@ -255,8 +255,28 @@ configMapGenerator:
                             "/var/lib/k0s/kubelet/plugins_registry"}
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["--set", "device.image.tag=0.2.0"], "additional properties 'device' not allowed"),
+    (["--set", "media.enabled=maybe"], "/media/enabled': got string, want boolean"),
+    (["--set", "devices.resources.request.cpu=1"], "additional properties 'request'"),
+    (["--set-json", "devices.nodeSelector={\"a\":1}"], "got number, want string"),
+])
+def test_a_misspelled_or_mistyped_value_is_refused(args: list[str], said: str) -> None:
+    """values.schema.json: a value the chart does not know is an error, not silently ignored
+    (a misspelled key would otherwise install the defaults)."""
+    out = run_helm("template", "liken", str(CHART), *args)
+    assert out.returncode != 0 and said in out.stderr, out.stderr
+
+
 def test_a_relative_kubelet_dir_is_refused() -> None:
     out = run_helm("template", "liken", str(CHART), "--set", "kubeletDir=var/lib/kubelet")
+    assert out.returncode != 0, out.stdout
+    assert "'/kubeletDir': 'var/lib/kubelet' does not match pattern '^/'" in out.stderr, \
+        out.stderr
+    # The template says so too, where a schema is not read (`helm template --skip-schema-
+    # validation`).
+    out = run_helm("template", "liken", str(CHART), "--skip-schema-validation", "--set",
+                   "kubeletDir=var/lib/kubelet")
     assert out.returncode != 0 and "an absolute path is needed" in out.stderr, out.stderr
 
 

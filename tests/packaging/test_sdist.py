@@ -29,6 +29,7 @@ def test_sdist_carries_docs_and_manifests(tmp_path: Path) -> None:
               # the Helm chart, its links into deploy/ as the files they lead to
               "deploy/helm/liken-devices/templates/_helpers.tpl",
               "deploy/helm/liken-devices/.helmignore",
+              "deploy/helm/liken-devices/values.schema.json",
               "deploy/helm/liken-devices/files/media/daemonset.yaml",
               "deploy/helm/liken-devices/crds/machine-crd.yaml"}
     assert wanted <= files, sorted(wanted - files)
