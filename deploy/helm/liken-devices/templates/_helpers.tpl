@@ -3,7 +3,7 @@ The chart holds no copy of the manifests. files/liken-devices and files/media ar
 deploy/liken-devices and deploy/media, the kustomize base; "liken.base" renders one of them as
 kustomize does: the files its kustomization.yaml lists under `resources:`, one object per YAML
 document (the CustomResourceDefinition left to crds/, which Helm installs first and never
-deletes), the ConfigMaps of its configMapGenerator, and each DaemonSet changed where a value says
+deletes: rules: machine.outlives-the-install), the ConfigMaps of its configMapGenerator, and each DaemonSet changed where a value says
 so ("liken.daemonset"). A missing or unreadable file fails the render: an empty chart never
 installs.
 */}}
