@@ -227,6 +227,20 @@ def test_a_chart_without_its_links_fails_to_render(copy: Path) -> None:
                     "--set", "media.enabled=false").returncode == 0
 
 
+@pytest.mark.parametrize(("line", "said"), [
+    ("patches: []\n", "the chart does not render its patches"),
+    ("components: [kubelet-dir, other]\n", "the chart does not render the component other"),
+])
+def test_a_kustomization_field_the_chart_does_not_render_fails_it(copy: Path, line: str,
+                                                                   said: str) -> None:
+    """A patch (or another component) added to deploy/ is an error of the chart's render, not an
+    object the chart silently leaves as it was."""
+    path = copy / "media" / "kustomization.yaml"
+    path.write_text(path.read_text() + line)
+    out = run_helm("template", "liken", str(copy / "helm" / "liken-devices"))
+    assert out.returncode != 0 and said in out.stderr, out.stderr
+
+
 # ---- the values: each changes what it says, and only that ------------------------------------
 
 

@@ -3,9 +3,10 @@ The chart holds no copy of the manifests. files/liken-devices and files/media ar
 deploy/liken-devices and deploy/media, the kustomize base; "liken.base" renders one of them as
 kustomize does: the files its kustomization.yaml lists under `resources:`, one object per YAML
 document (the CustomResourceDefinition left to crds/, which Helm installs first and never
-deletes: rules: machine.outlives-the-install), the ConfigMaps of its configMapGenerator, and each DaemonSet changed where a value says
-so ("liken.daemonset"). A missing or unreadable file fails the render: an empty chart never
-installs.
+deletes: rules: machine.outlives-the-install), the ConfigMaps of its configMapGenerator, and each
+DaemonSet changed where a value says so ("liken.daemonset"). A missing or unreadable file fails
+the render: an empty chart never installs. So does a kustomization field the chart does not
+render (a patch added to deploy/ would otherwise be left out of the chart).
 */}}
 {{- define "liken.base" -}}
 {{- $root := .root -}}
@@ -14,6 +15,16 @@ installs.
 {{- if not $k.resources -}}
 {{- fail (printf "%s/kustomization.yaml lists no resources: the chart's link into deploy/ is missing" $dir) -}}
 {{- end -}}
+{{- range $field, $_ := $k }}
+{{- if not (has $field (list "apiVersion" "kind" "resources" "configMapGenerator" "components")) }}
+{{- fail (printf "%s/kustomization.yaml: the chart does not render its %s" $dir $field) }}
+{{- end }}
+{{- end }}
+{{- range $c := $k.components | default list }}
+{{- if ne $c "kubelet-dir" }}
+{{- fail (printf "%s/kustomization.yaml: the chart does not render the component %s" $dir $c) }}
+{{- end }}
+{{- end }}
 {{- range $file := $k.resources }}
 {{- $text := $root.Files.Get (printf "%s/%s" $dir $file) }}
 {{- if not $text }}
