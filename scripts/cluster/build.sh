@@ -4,6 +4,7 @@
 #   $LIKEN_K8S_CACHE/bin-etcd-<version>/ etcd
 #   $LIKEN_K8S_CACHE/bin-ctrd-<version>/ containerd containerd-shim-runc-v2 ctr
 #   $LIKEN_K8S_CACHE/bin-runc-<version>/ runc
+#   $LIKEN_K8S_CACHE/bin-helm-<version>/ helm   (the chart's tests: tests/deploy/test_helm.py)
 # A binary set already present (its .done stamp) is reused. Kubernetes' and etcd's main modules
 # carry replace directives, which `go install pkg@version` refuses; each is built from a small
 # wrapper module that requires it and maps its staging modules to their published versions.
@@ -18,7 +19,8 @@ command -v go >/dev/null || { echo "cluster: no Go toolchain on this machine (th
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 mkdir -p "$CACHE"
 have_all() {
-  for d in "bin-k8s-$K" "bin-etcd-$ETCD_VERSION" "bin-ctrd-$CONTAINERD_VERSION" "bin-runc-$RUNC_VERSION-seccomp"; do
+  for d in "bin-k8s-$K" "bin-etcd-$ETCD_VERSION" "bin-ctrd-$CONTAINERD_VERSION" "bin-runc-$RUNC_VERSION-seccomp" \
+           "bin-helm-$HELM_VERSION"; do
     [ -f "$CACHE/$d/.done" ] || return 1
   done
 }
@@ -29,6 +31,19 @@ fi
 
 say() { echo "cluster: $*" >&2; }
 stamp_ok() { [ -f "$1/.done" ]; }
+
+build_helm() {
+  local out="$CACHE/bin-helm-$HELM_VERSION"
+  stamp_ok "$out" && return 0
+  say "building helm v$HELM_VERSION"
+  mkdir -p "$out"
+  # Helm's main module has no replace directives: `go install pkg@version` builds it as
+  # released. Its version string is set as its own release process sets it.
+  CGO_ENABLED=0 GOBIN="$out" go install -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION" \
+    "helm.sh/helm/v4/cmd/helm@v$HELM_VERSION"
+  touch "$out/.done"
+}
 
 build_k8s() {
   local out="$CACHE/bin-k8s-$K" w="$CACHE/src-k8s-$K" minor=${K#1.}
@@ -90,5 +105,6 @@ build_runc() {
 build_etcd
 build_containerd
 build_runc
+build_helm
 build_k8s
 say "binaries ready in $CACHE"

@@ -49,7 +49,7 @@ def test_cluster_build(benchmark: Any, tmp_path: Path) -> None:
     warm = timed(build, env, 3000)
     subprocess.run(["chmod", "-R", "u+w", str(tmp_path / "mod")], check=False)
     record(benchmark, "cluster", "binaries: cold build (empty Go caches)", [cold], "s",
-           note="etcd, containerd, runc, and kube-apiserver, kube-controller-manager, "
+           note="etcd, containerd, runc, helm, and kube-apiserver, kube-controller-manager, "
                 "kube-scheduler, kubelet, kubectl; module downloads included")
     record(benchmark, "cluster", "binaries: warm build (Go caches kept)", [warm], "s")
 

@@ -4,6 +4,7 @@ implementation (cel-python) the way the API server applies one."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -20,8 +21,36 @@ DEPLOY = REPO / "deploy"
 MINORS = ("1.34.0", "1.35.0", "1.36.0", "1.37.0")
 
 
+VERSIONS = REPO / "scripts" / "cluster" / "versions.env"
+CACHE = Path(os.environ.get("LIKEN_K8S_CACHE", "/var/cache/liken-k8s"))
+
+
+def versions() -> dict[str, str]:
+    """scripts/cluster/versions.env: every pinned version of the tools the suite builds."""
+    out: dict[str, str] = {}
+    for line in VERSIONS.read_text().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            out[name.strip()] = value.strip()
+    return out
+
+
+def built(directory: str, name: str) -> str | None:
+    """A binary that scripts/cluster/build.sh built into the cache (its .done stamp there)."""
+    path = CACHE / directory / name
+    done = (CACHE / directory / ".done").is_file()
+    return str(path) if done and os.access(path, os.X_OK) else None
+
+
 def kubectl() -> str | None:
-    return shutil.which("kubectl")
+    """The cache's kubectl of the pinned Kubernetes (what CI builds), else one on PATH."""
+    return built(f"bin-k8s-{versions()['KUBERNETES_VERSION']}", "kubectl") or \
+        shutil.which("kubectl")
+
+
+def helm() -> str | None:
+    """The cache's helm of the pinned version (scripts/cluster/build.sh), else one on PATH."""
+    return built(f"bin-helm-{versions()['HELM_VERSION']}", "helm") or shutil.which("helm")
 
 
 def rendered(directory: Path = DEPLOY) -> list[dict[str, Any]]:

@@ -25,7 +25,13 @@ def test_sdist_carries_docs_and_manifests(tmp_path: Path) -> None:
     wanted = {"LICENSE", "README.md", "pyproject.toml", "tasks", "docs/guide.md",
               "deploy/kustomization.yaml", "deploy/liken-devices/daemonset.yaml",
               "deploy/liken-devices/admission.yaml", "deploy/image/Containerfile",
-              "scripts/image.sh", "src/liken_devices/cli.py"}
+              "scripts/image.sh", "src/liken_devices/cli.py",
+              # the Helm chart, its links into deploy/ as the files they lead to
+              "deploy/helm/liken-devices/templates/_helpers.tpl",
+              "deploy/helm/liken-devices/.helmignore",
+              "deploy/helm/liken-devices/values.schema.json",
+              "deploy/helm/liken-devices/files/media/daemonset.yaml",
+              "deploy/helm/liken-devices/crds/machine-crd.yaml"}
     assert wanted <= files, sorted(wanted - files)
     for folder in ("docs", "deploy"):
         on_disk = {str(p.relative_to(REPO)) for p in (REPO / folder).rglob("*")
