@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the images of the two programs, liken-devices and liken-media, from this repository with
-# no network but the package registries (docs/guide.md, "Images"):
+# no network but the package registries (docs/guide.md, "Prerequisites", the paragraph "Images"):
 #   1. the project's wheel, and its dependencies' wheels for the image's Python, downloaded now;
 #   2. a minimal Debian root made with mmdebstrap from Debian's packages (the host's apt sources),
 #      per program: Python, libstdc++ (grpcio's C++ core), kmod (modprobe) and the PCI/USB ID

@@ -1,7 +1,7 @@
 """The manifests in deploy/liken-devices/ are valid objects in every supported Kubernetes minor,
 the DaemonSet's arguments are ones the agent takes and point at what it mounts, and the
 ClusterRole grants every request the agent makes, and nothing it does not (docs/agent.md,
-"Deployment")."""
+"Deploy")."""
 
 from __future__ import annotations
 

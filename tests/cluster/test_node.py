@@ -310,7 +310,8 @@ def test_the_health_stream_reaches_the_pods_status(node: str, k8s: dict[str, str
                      for r in s.get("resources") or []]
             return found or None
         resources = wait_for("the device's health in the pod's status", reported, timeout=120)
-        # The kubelet names a DRA device there by its CDI device ID (docs/plugin.md, "CDI").
+        # The kubelet names a DRA device there by its CDI device ID (docs/plugin.md,
+        # "The CDI spec").
         uid = claim_uid("health")
         device = f"liken.sh/device={uid}-{SERIAL}"
         assert [(r["resourceID"], r.get("health")) for r in resources] == \

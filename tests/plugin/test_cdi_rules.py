@@ -1,9 +1,9 @@
 """The CDI spec's rules, each with its expected answer written out.
 
-docs/plugin.md, "Files": a spec is written with mode 0644 whatever the umask (the runtime reads it;
-only root writes the CDI directory: a world-writable spec would let any host user change what a
-container receives). docs/plugin.md, "Bad input": a spec read back to rebuild a claim is hostile
-input; a device's nodes are all present (``/dev/<name>`` with type ``c`` or ``b`` and 32-bit
+docs/plugin.md, "The CDI spec": a spec is written with mode 0644 whatever the umask (the runtime
+reads it; only root writes the CDI directory: a world-writable spec would let any host user change
+what a container receives). docs/plugin.md, "Bad input": a spec read back to rebuild a claim is
+hostile input; a device's nodes are all present (``/dev/<name>`` with type ``c`` or ``b`` and 32-bit
 numbers) or all absent (``/dev/.liken.sh-absent/<device>/<name>``), names stay under ``/dev``,
 and anything else is refused. The fuzz test's oracle is a second, deliberately plain reading of
 those rules over a small vocabulary whose every word is labelled by hand: it never calls the

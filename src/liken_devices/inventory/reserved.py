@@ -4,7 +4,7 @@ rules: hardware.storage-role, hardware.facts-fail-closed. A device whose subtree
 role belongs to the machine, and when the facts cannot be read no disk is offered at all.
 rules: hardware.reserved-nodes, hardware.watchdogs. The console, the system clock ``/dev/rtc0``,
 the TPM's nodes, a serio-attached tty and the watchdogs are never delivered: they are dropped
-from a device's deliveries (docs/inventory.md, "Reserved nodes").
+from a device's deliveries (docs/inventory.md, "Where each rule lives": "only reserved nodes").
 """
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ def load_documents(path: Path | str, limits: Limits = CLAIM_LIMITS) -> list[dict
 
 
 # The versions of resource.k8s.io that a cluster serves (v1 since Kubernetes 1.34; v1beta2 and
-# v1beta1 still served, and printed by older kubectl), and the core v1 Pod (docs/claims.md,
-# "Bad input").
+# v1beta1 still served, and printed by older kubectl), and the core v1 Pod
+# (rules: limits.strict-inputs).
 API_VERSIONS: dict[str, tuple[str, ...]] = {
     **{f"resource.k8s.io/{v}": ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate",
                                 "ResourceSlice") for v in ("v1", "v1beta2", "v1beta1")},

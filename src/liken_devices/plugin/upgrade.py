@@ -29,7 +29,7 @@ def plain_unless_kubelet_surges(args: argparse.Namespace, node: str, client: Any
     if not ok:
         log.warning("%s: running as a plain single instance, not --seamless-upgrade (sockets "
                     "dra.sock and %s-reg.sock, the state locked for this instance alone; "
-                    "docs/guide.md, \"Upgrades\")", why, DRIVER)
+                    "docs/plugin.md, \"Upgrades\")", why, DRIVER)
         args.seamless_upgrade = False
 
 
