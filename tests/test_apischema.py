@@ -25,6 +25,7 @@ from liken_devices.apischema import check_object
 from liken_devices.errors import InputError
 from liken_devices.inventory.limits import DRIVER
 from liken_devices.slices import make_slice
+from tests.support.hostile import mappings
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.yaml"))
@@ -84,19 +85,6 @@ def test_every_valid_document_is_accepted(doc: dict[str, Any]) -> None:
     check_object(doc)
 
 
-def _mappings(value: Any, path: str = "") -> list[tuple[dict[str, Any], str]]:
-    """Every mapping in ``value`` with its path as the API server writes it."""
-    out: list[tuple[dict[str, Any], str]] = []
-    stack = [(value, path)]
-    while stack:
-        v, where = stack.pop()
-        if isinstance(v, dict):
-            out.append((v, where))
-            stack.extend((x, f"{where}.{k}" if where else str(k)) for k, x in v.items())
-        elif isinstance(v, list):
-            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
-    return out
-
 
 KEYS = st.text(string.ascii_letters + string.digits, min_size=1, max_size=12)
 
@@ -107,7 +95,7 @@ KEYS = st.text(string.ascii_letters + string.digits, min_size=1, max_size=12)
 def test_an_unknown_key_at_any_depth_is_refused_with_its_path(base: dict[str, Any], key: str,
                                                               data: st.DataObject) -> None:
     doc = copy.deepcopy(base)
-    targets = _mappings(doc)
+    targets = mappings(doc)
     target, where = data.draw(st.sampled_from(targets))
     if key in target:
         return

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from liken_devices.errors import InputError
 from liken_devices.inventory.machinefile import read_machine_file
-from tests.support.hostile import assert_fails_closed, examples, run_cli
+from tests.support.hostile import assert_fails_closed, examples, mappings, run_cli
 from tests.support.sysfs_builder import SysfsBuilder
 
 pytestmark = pytest.mark.fuzz
@@ -115,18 +115,6 @@ GOOD_MACHINE: dict[str, Any] = {
 FREE = ("metadata.labels",)
 
 
-def _mappings(value: Any, path: str = "") -> list[tuple[dict[str, Any], str]]:
-    out: list[tuple[dict[str, Any], str]] = []
-    stack = [(value, path)]
-    while stack:
-        v, where = stack.pop()
-        if isinstance(v, dict):
-            out.append((v, where))
-            stack.extend((x, f"{where}.{k}" if where else str(k)) for k, x in v.items())
-        elif isinstance(v, list):
-            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
-    return out
-
 
 @settings(max_examples=examples(60), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -137,7 +125,7 @@ def test_an_unknown_key_at_any_depth_is_refused_naming_its_path(key: str,
     import copy
 
     doc = copy.deepcopy(GOOD_MACHINE)
-    target, where = data.draw(st.sampled_from(_mappings(doc)))
+    target, where = data.draw(st.sampled_from(mappings(doc)))
     if key in target:
         return
     target[key] = "x"

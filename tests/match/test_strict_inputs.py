@@ -18,7 +18,7 @@ pytest.importorskip("cel_expr_python")
 
 from liken_devices.cli import main
 from tests.match.test_allocate import SLICES
-from tests.support.hostile import examples
+from tests.support.hostile import examples, mappings
 
 RENDER = 'device.driver == "liken.sh" && "renderNode" in device.attributes["liken.sh"] && ' \
     'device.attributes["liken.sh"].renderNode'
@@ -172,18 +172,6 @@ EXAMPLE_FILES = sorted(Path(__file__).resolve().parents[2].joinpath("docs", "exa
                        .glob("*.yaml"))
 
 
-def _mappings(value: Any, path: str = "") -> list[tuple[dict[str, Any], str]]:
-    out: list[tuple[dict[str, Any], str]] = []
-    stack = [(value, path)]
-    while stack:
-        v, where = stack.pop()
-        if isinstance(v, dict):
-            out.append((v, where))
-            stack.extend((x, f"{where}.{k}" if where else str(k)) for k, x in v.items())
-        elif isinstance(v, list):
-            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
-    return out
-
 
 def _unknown(doc: dict[str, Any]) -> bool:
     """Whether the Kubernetes project's strict schema finds a property it does not know."""
@@ -209,7 +197,7 @@ def test_a_key_at_any_depth_of_a_cookbook_file_is_refused_naming_its_path(
     map (labels, an annotation) leaves the file valid and ``match`` answers (exit 0 or 1)."""
     docs = [d for d in yaml.safe_load_all(example.read_text()) if d]
     i = data.draw(st.integers(0, len(docs) - 1))
-    target, where = data.draw(st.sampled_from(_mappings(docs[i])))
+    target, where = data.draw(st.sampled_from(mappings(docs[i])))
     if key in target:
         return
     target[key] = "x"

@@ -132,3 +132,18 @@ def assert_fails_closed(outcome: Outcome, allowed: Sequence[int] = (0, 2)) -> No
     assert outcome.rc in allowed, (outcome.rc, outcome.stderr[-2000:])
     if outcome.rc == 2:
         assert len(outcome.lines) == 1, outcome.stderr[-2000:]
+
+
+def mappings(value: object, path: str = "") -> list[tuple[dict[str, object], str]]:
+    """Every mapping in ``value`` with its path as the API server writes it (``a.b[0].c``): the
+    places a strict-input fuzz test plants an unknown key in."""
+    out: list[tuple[dict[str, object], str]] = []
+    stack: list[tuple[object, str]] = [(value, path)]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, dict):
+            out.append((v, where))
+            stack.extend((x, f"{where}.{k}" if where else str(k)) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
+    return out
