@@ -27,7 +27,7 @@ from liken_devices.inventory.policy import build_inventory
 from liken_devices.inventory.sources import read_facts
 from liken_devices.slices import devices_json, make_slice, validate_slice
 from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
-from liken_devices.sysfs.reader import read_sysfs
+from liken_devices.sysfs.reader import BUSES, read_sysfs
 from liken_devices.sysfs.umockdev import load_recording
 from liken_devices.sysfs.usbbus import usb_role
 from tests.support.corpus import recording_params
@@ -120,9 +120,6 @@ def check_network(snap: Snapshot, inv: Inventory) -> None:
 
 def kernel_names(n: DevNode) -> set[str]:
     return {n.name.rsplit("/", 1)[-1], n.name.replace("/", "!")}
-
-
-BUSES = {"pci", "usb", "platform", "acpi", "pnp"}
 
 
 def check_exclusive(snap: Snapshot, inv: Inventory) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from liken_devices.inventory import Sources
+from liken_devices.sysfs.reader import BUSES as READER_BUSES
 
 # cec is a bus too: the CEC core puts its adapters on ``cec_bus_type`` (/sys/bus/cec/devices).
 BUSES = {"pci", "usb", "platform", "acpi", "pnp", "serio", "hid", "virtio", "scsi", "i2c", "cec"}
@@ -36,7 +37,7 @@ class SysfsBuilder:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         (self.root / "devices").mkdir(parents=True, exist_ok=True)
-        for bus in ("pci", "usb", "platform", "acpi", "pnp"):
+        for bus in READER_BUSES:
             (self.root / "bus" / bus / "devices").mkdir(parents=True, exist_ok=True)
         for kind in ("char", "block"):
             (self.root / "dev" / kind).mkdir(parents=True, exist_ok=True)

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Literal
 
 from ..sysfs.model import Snapshot, SysDevice
+from ..sysfs.reader import BOARD_BUSES
 from ..sysfs.usbbus import usb_role
 
-BOARD_BUSES = ("platform", "acpi", "pnp")
 # The firmware's description of a PCI host bridge (ACPI PNP0A03/PNP0A08, driver pci_root) is the
 # same bus structure as a PCI host bridge: it never owns the nodes of the devices below it.
 BOARD_STRUCTURE_IDS = ("PNP0A03", "PNP0A08")

@@ -39,8 +39,10 @@ from .values import dev_numbers, devname_problem
 
 log = logging.getLogger(__name__)
 
-BUSES = ("pci", "usb", "platform", "acpi", "pnp")
+# The board buses (devices the firmware or the board describes), stated once: the walk looks up
+# a node's owners in their indexes and the inventory's hardware considers their devices.
 BOARD_BUSES = ("platform", "acpi", "pnp")
+BUSES = ("pci", "usb", *BOARD_BUSES)
 # Attributes read per kind of device (everything else comes from uevent).
 # The rest of a USB device's identity is in its uevent (PRODUCT, TYPE, BUSNUM, DEVNUM) and an
 # interface's class in INTERFACE; only the descriptor strings need reading.
