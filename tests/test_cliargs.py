@@ -108,7 +108,7 @@ def test_a_usage_error_is_one_line_and_exit_2(argv: list[str]) -> None:
 @given(st.text(alphabet=st.sampled_from("abz09-._A_ \n\u2028é"), max_size=80)
        | st.text(max_size=300))
 def test_an_accepted_node_name_makes_a_valid_slice_name(name: str) -> None:
-    from liken_devices.media.devices import DRIVER as MEDIA
+    from liken_devices.inventory.limits import MEDIA_DRIVER as MEDIA
     from liken_devices.slices.validate import is_dns_subdomain
 
     for driver in ("liken.sh", MEDIA):

@@ -10,6 +10,7 @@ validator, the publisher, the plugin, the agent, the commands), so the number in
 from __future__ import annotations
 
 DRIVER = "liken.sh"  # rules: limits.one-slice
+MEDIA_DRIVER = "media.liken.sh"  # the media capabilities agent's devices, a slice of their own
 MAX_DEVICES = 128  # one slice per node, at most 128 devices (rules: limits.cap)
 DNS_LABEL_MAX = 63  # a DNS label: a device name, a driver's or an attribute domain's part
 NAME_MAX = DNS_LABEL_MAX  # a name stops at 63 characters (rules: names.cut)

@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
-from ..inventory.limits import DRIVER
+from ..inventory.limits import DRIVER, MEDIA_DRIVER
 from ..kube.client import Resources
 from ..kube.listing import Budget, list_pages
 from ..terminal import clean_row
 from .cel import CompileError, DeviceInput, Env, environment
 from .model import Claim, Device, slice_devices
 
-MEDIA_DRIVER = "media.liken.sh"
 DRIVERS = (DRIVER, MEDIA_DRIVER)
 PAGE = 500
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inventory.attributes import clean_string, pci_class
+from ..inventory.limits import MEDIA_DRIVER
 from ..inventory.model import Inventory, PublishedDevice
 from ..slices import ensure_valid, make_slice
 from ..sysfs.model import Snapshot
@@ -26,7 +27,6 @@ from .probe import DEFAULT_TIMEOUT, ProbeResult, probe_nodes
 
 log = logging.getLogger("liken_devices.media")
 
-DRIVER = "media.liken.sh"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 # Copied from the liken.sh render node, so `kubectl get resourceslice` shows which GPU a device
 # is about (rules: media.pairing); an attribute the render node lacks stays absent.
@@ -156,7 +156,7 @@ def query_devices(renders: Iterable[PublishedDevice], dev_root: Path = Path("/de
 
 def build_slice(node: str, devices: Sequence[MediaDevice], generation: int = 0) -> dict[str, Any]:
     """The ResourceSlice ``<node>-media.liken.sh``, checked with the project's validator."""
-    obj = make_slice(node, DRIVER, [d.to_api() for d in sorted(devices, key=lambda m: m.name)],
-                     generation)
+    listed = [d.to_api() for d in sorted(devices, key=lambda m: m.name)]
+    obj = make_slice(node, MEDIA_DRIVER, listed, generation)
     ensure_valid(obj)
     return obj

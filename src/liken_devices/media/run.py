@@ -14,11 +14,11 @@ from typing import Any
 
 from ..cliargs import InputError, node_from_args, sources_from_args
 from ..inventory.limits import DRIVER as LIKEN_DRIVER
+from ..inventory.limits import MEDIA_DRIVER
 from ..kube import NoClusterConfig, ObjectWatch, Resources, SlicePublisher, make_client
 from ..kube.endpoint import Endpoint, default_address
 from ..kube.evict import PodEvictor
 from .agent import MediaAgent
-from .devices import DRIVER
 from .metrics import MediaMetrics
 
 log = logging.getLogger("liken_devices.media")
@@ -32,7 +32,7 @@ def run_agent(args: argparse.Namespace, stop: threading.Event | None = None,
               ready: Callable[[MediaAgent], None] | None = None) -> int:
     """The DaemonSet's process: ``liken-media run --node NAME [--kubeconfig FILE]``; tests run
     it in a thread with their own ``stop`` and learn the agent through ``ready``."""
-    node = node_from_args(args, DRIVER)
+    node = node_from_args(args, MEDIA_DRIVER)
     sources = sources_from_args(args)
     sources.check()
     try:
@@ -41,7 +41,7 @@ def run_agent(args: argparse.Namespace, stop: threading.Event | None = None,
         log.error("liken-media run: %s (give --kubeconfig)", exc)
         return 2
     metrics = MediaMetrics()
-    publisher = SlicePublisher(client, node, driver=DRIVER, metrics=metrics)
+    publisher = SlicePublisher(client, node, driver=MEDIA_DRIVER, metrics=metrics)
     evictor = None
     if args.pod_name and args.pod_namespace:
         evictor = PodEvictor(client, args.pod_namespace, args.pod_name)
@@ -68,7 +68,8 @@ def run_agent(args: argparse.Namespace, stop: threading.Event | None = None,
         ObjectWatch(factory, Resources.slice(), {"spec.nodeName": node,
                                                  "spec.driver": LIKEN_DRIVER},
                     agent.on_liken_slice, "liken-slice"),
-        ObjectWatch(factory, Resources.slice(), {"spec.nodeName": node, "spec.driver": DRIVER},
+        ObjectWatch(factory, Resources.slice(), {"spec.nodeName": node,
+                                                 "spec.driver": MEDIA_DRIVER},
                     agent.on_own_slice, "media-slice"),
     ]
 

@@ -10,12 +10,13 @@ import sys
 from typing import Any
 
 from ..cliargs import node_from_args, sources_from_args, yaml_text
+from ..inventory.limits import MEDIA_DRIVER
 from ..terminal import clean_row
-from .devices import DRIVER, build_slice, log, query_devices, render_devices, without_media
+from .devices import build_slice, log, query_devices, render_devices, without_media
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
-    node = node_from_args(args, DRIVER)
+    node = node_from_args(args, MEDIA_DRIVER)
     sources = sources_from_args(args)
     sources.check()
     snapshot = sources.snapshot()
