@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from . import logs
 from .inventory.context import InputError
-from .inventory.limits import DRIVER
+from .inventory.limits import DNS_LABEL_MAX, DRIVER
 from .inventory.sources import Sources, default_hwdata_dir, default_modules_dir
 from .terminal import clean
 
@@ -48,7 +48,7 @@ NODE_NAME_ENV = "NODE_NAME"
 # A Node's name is a DNS-1123 subdomain: at most 253 characters, dot-separated labels of
 # lowercase letters, digits and '-', each starting and ending with a letter or digit.
 MAX_NODE_NAME = 253
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # its length is checked first
 _NOT_IN_NAME = re.compile(r"[^-a-z0-9.]")
 
 
@@ -69,8 +69,8 @@ def check_node_name(name: str, driver: str = DRIVER) -> str | None:
     for label in name.split("."):
         if not label:
             return "it has an empty label (a leading, trailing or doubled '.')"
-        if len(label) > 63:
-            return f"its label {label[:20]!r}... is longer than 63 characters"
+        if len(label) > DNS_LABEL_MAX:
+            return f"its label {label[:20]!r}... is longer than {DNS_LABEL_MAX} characters"
         if not _LABEL.fullmatch(label):
             return f"its label {label!r} must start and end with a letter or digit"
     return None

@@ -71,8 +71,9 @@ def _check_device(i: int, dev: Any, errors: list[str]) -> None:
         if key not in DEVICE_FIELDS:
             errors.append(f"{where}.{key}: unknown field")
     name = dev.get("name")
-    if not isinstance(name, str) or not DNS_LABEL.fullmatch(name) or len(name) > 63:
-        errors.append(f"{where}.name: {name!r} must be a DNS label (at most 63 characters)")
+    if not isinstance(name, str) or not DNS_LABEL.fullmatch(name) or len(name) > DNS_LABEL_MAX:
+        errors.append(f"{where}.name: {name!r} must be a DNS label "
+                      f"(at most {DNS_LABEL_MAX} characters)")
     attrs = dev.get("attributes") or {}
     capacity = dev.get("capacity") or {}
     if not isinstance(attrs, dict) or not isinstance(capacity, dict):
@@ -146,7 +147,8 @@ def validate_slice(obj: Any) -> list[str]:
     driver = spec.get("driver")
     if not isinstance(driver, str) or not driver or len(driver) > MAX_DRIVER \
             or not is_dns_subdomain(driver.lower()):
-        errors.append(f"spec.driver: {driver!r} must be a DNS subdomain of at most 63 characters")
+        errors.append(f"spec.driver: {driver!r} must be a DNS subdomain of at most {MAX_DRIVER} "
+                      "characters")
     pool = spec.get("pool")
     if not isinstance(pool, dict):
         errors.append("spec.pool: required")
