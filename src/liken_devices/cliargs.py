@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from . import logs
 from .inventory.context import InputError
-from .inventory.limits import DNS_LABEL_MAX, DRIVER
+from .inventory.limits import DNS_LABEL_MAX, DRIVER, slice_name
 from .inventory.sources import Sources, default_hwdata_dir, default_modules_dir
 from .terminal import clean
 
@@ -56,10 +56,10 @@ def check_node_name(name: str, driver: str = DRIVER) -> str | None:
     """Why ``name`` cannot be a node's name (with ``<name>-<driver>`` a slice's), or None."""
     if not name:
         return "it is empty"
-    limit = MAX_NODE_NAME - len(driver) - 1  # the slice <node>-<driver> is a DNS subdomain too
+    limit = MAX_NODE_NAME - len(slice_name("", driver))  # the slice's name is a DNS subdomain too
     if len(name) > limit:
         return (f"it has {len(name)} characters; at most {limit} leave room for the "
-                f"ResourceSlice name <node>-{driver}")
+                f"ResourceSlice name {slice_name('<node>', driver)}")
     bad = _NOT_IN_NAME.search(name)
     if bad is not None:
         ch = bad.group()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cliargs import add_endpoint_args
-from ..inventory.limits import DRIVER, MAX_DEVICES
+from ..inventory.limits import MAX_DEVICES, slice_name
 from ..plugin.cli import upgrade_args
 from ..plugin.paths import (
     DEFAULT_CDI_DIR,
@@ -36,8 +36,8 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
         help="the node agent: follow uevents, publish the slice, serve the kubelet plugin, "
              "report the Machine",
         description="Walk at start and after every burst of kernel uevents; publish "
-                    f"<node>-{DRIVER}, run the kubelet plugin's reconcile pass and report the "
-                    "Machine after each walk. SIGTERM stops it cleanly.")
+                    f"{slice_name('<node>')}, run the kubelet plugin's reconcile pass and report "
+                    "the Machine after each walk. SIGTERM stops it cleanly.")
     api = p.add_argument_group("cluster")
     api.add_argument("--kubeconfig", type=Path, default=None, metavar="FILE",
                      help="kubeconfig to use (default: in-cluster config, then $KUBECONFIG)")
