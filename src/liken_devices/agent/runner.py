@@ -58,6 +58,7 @@ from ..inventory import Inventory, MachineSpec, Sources
 from ..inventory.model import NO_CLAIMS, Claimed
 from ..inventory.sources import FactsStamp, facts_stamp
 from ..kube.machine import build_status
+from ..kube.watch import Watch
 from ..machine.conditions import spec_condition
 from ..slices import devices_json
 from ..slices.publish import Publisher
@@ -162,12 +163,6 @@ class MachineSideLike(Protocol):
     def close(self) -> None: ...
 
     def waiting_for_release(self) -> bool: ...
-
-
-class Watch(Protocol):
-    """What the loop needs of a started ``kube.ObjectWatch``."""
-
-    def stop(self) -> None: ...
 
 
 # Seconds between checks, while a newer instance of a surge upgrade writes, whether it still runs.

@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .client import ApiError, as_dict
 from .retry import Backoff
@@ -36,6 +36,16 @@ from .retry import Backoff
 log = logging.getLogger(__name__)
 
 OnEvent = Callable[[str, dict[str, Any] | None], None]
+
+
+class Watch(Protocol):
+    """What the agents' loops need of a watch (an :class:`ObjectWatch`): the node agent stops
+    the ones it started, the media agent starts and stops its own."""
+
+    def start(self) -> Watch: ...
+
+    def stop(self) -> None: ...
+
 
 _pass = threading.local()  # per watch thread: armed for one pass, and whether it opened a watch
 

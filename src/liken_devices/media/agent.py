@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from .. import heap, signals
 from ..inventory.model import PublishedDevice
 from ..inventory.sources import Sources
+from ..kube.watch import Watch
 from ..slices.publish import Publisher  # kube.SlicePublisher, as the node agent's is
 from .devices import (
     NAMED,
@@ -60,12 +61,6 @@ class Evictor(Protocol):
     def attempt(self) -> bool: ...
 
     def retry_in(self, now: float | None = None) -> float | None: ...
-
-
-class Watch(Protocol):
-    def start(self) -> Any: ...
-
-    def stop(self) -> None: ...
 
 
 class Metrics(Protocol):
