@@ -71,9 +71,6 @@ class FixtureNode:
     def unplug_gpu(self) -> None:
         self.builder.remove(self.gpu)
 
-    def plug_gpu(self) -> None:
-        self.gpu = self.builder.gpu()
-
 
 def synthetic_uevent(action: str) -> str:
     """A real kernel uevent for a virtual tty (the tty is not touched); returns its SYNTH_UUID.

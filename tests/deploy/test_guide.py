@@ -33,11 +33,6 @@ def example(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
 
 
-def media_classes() -> dict[str, dict[str, Any]]:
-    docs = yaml.safe_load_all((REPO / "deploy" / "media" / "deviceclass.yaml").read_text())
-    return {d["metadata"]["name"]: d for d in docs if d}
-
-
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
 def test_example_is_valid_and_in_the_guide(path: Path) -> None:
     docs = example(path.name)

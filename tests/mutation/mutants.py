@@ -21,7 +21,7 @@ ledger records for ``explain`` (strings inside an ``outcome(...)`` call), ``if T
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 COMPARE_SWAP: dict[type[ast.cmpop], type[ast.cmpop]] = {
@@ -290,7 +290,3 @@ def in_scope(functions: tuple[str, ...] | None) -> Callable[[str], bool]:
     if functions is None:
         return lambda q: True
     return lambda q: any(q == f or q.startswith(f + ".") for f in functions)
-
-
-def iter_keys(ms: list[Mutant]) -> Iterator[str]:
-    return (m.key for m in ms)

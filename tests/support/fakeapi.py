@@ -303,10 +303,6 @@ class FakeApiServer:
             self._faults.append(Fault(code, count, frozenset(methods) if methods else None,
                                       path_contains, retry_after))
 
-    def clear_faults(self) -> None:
-        with self._lock:
-            self._faults.clear()
-
     # ---- direct store access for tests ----------------------------------------------------
 
     def add_node(self, name: str, uid: str | None = None) -> JSON:

@@ -65,13 +65,6 @@ def module_name_of(path: str) -> str:
     return normalize(base.removesuffix(".ko"))
 
 
-def _literal_prefix(pattern: str) -> str:
-    for i, ch in enumerate(pattern):
-        if ch in _WILD:
-            return pattern[:i]
-    return pattern
-
-
 def _could_match(pattern: str, modalias: str) -> bool:
     """A cheap necessary condition: the glob's literal pieces appear in order.
 

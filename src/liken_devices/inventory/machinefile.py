@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from ..apischema import check, check_object, fields_of, type_of
-from ..documents import Limits, line, load_file, parse
+from ..documents import Limits, line, load_file
 from ..errors import InputError
 from .model import MachineSpec, SerioEntry
 from .modname import is_module_name
@@ -59,13 +59,6 @@ def _check_string(what: str, event: yaml.ScalarEvent, tag: str) -> None:
         raise InputError(
             f"line {line(event)}: {what} {event.value[:40]!r} is read by YAML as "
             f"{kind}, not text; quote it: \"{event.value[:40]}\"")
-
-
-def load_machine_yaml(text: str, origin: str = "machine") -> Any:
-    """The document in ``text`` as Python objects, refusing what :mod:`this module <.>` says,
-    with the project's one bounded reader (:mod:`...documents`)."""
-    docs = parse(text, LIMITS, origin, _check)
-    return docs[0] if docs else None
 
 
 def read_machine_file(path: Path) -> MachineSpec:

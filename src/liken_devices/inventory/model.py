@@ -34,7 +34,6 @@ class Reason(StrEnum):
     HELD_BY_CLAIM = "held by a claim"
     FOLDED = "folded into another device"
     ONLY_WITHHELD = "only withheld nodes"
-    SERIAL_UNATTACHED = "serial line not attached"
     NETWORK_CARD = "a network card"
 
 

@@ -130,7 +130,6 @@ class Endpoint:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._conns: dict[int, _Conn] = {}
         self._stopping = False
-        self.served = 0
         self.evicted = 0
         self._thread = threading.Thread(target=self._serve, name="endpoint", daemon=True)
         self._thread.start()
@@ -268,7 +267,6 @@ class Endpoint:
         conn.outbox = header + (b"" if head else body)
         conn.answered = True
         conn.inbox = bytearray()
-        self.served += 1
         with contextlib.suppress(KeyError, ValueError):
             self._selector.modify(conn.sock, selectors.EVENT_WRITE, None)
 

@@ -32,7 +32,6 @@ class PodEvictor:
         self.name = name
         self.wanted = False
         self.done = False
-        self.attempts = 0
         self._retry = RetrySchedule(log, f"pod {namespace}/{name}", "evicting")
 
     def request(self) -> None:
@@ -54,7 +53,6 @@ class PodEvictor:
         if self.done:
             return True
         self._retry.clear()
-        self.attempts += 1
         try:
             self._client.create(_eviction(self.namespace, self.name), self.name,
                                 namespace=self.namespace)

@@ -182,7 +182,6 @@ class ModuleManager:
         self._tree: ModuleTree | None = None
         self._attempts: dict[str, _Attempt] = {}
         self._declared_ever: dict[str, str] = {}  # normalized -> the name as the spec wrote it
-        self.load_calls = 0  # how many times the loader ran (the status carries the outcomes)
 
     def tree(self) -> ModuleTree:
         """The parsed tree, parsed again only when its catalogs changed."""
@@ -253,7 +252,6 @@ class ModuleManager:
             note = "; ".join(f"insmod {p}" for p in [*steps, tree.root / path] if path)
             return ModuleStatus(name, "WouldLoad", f"dry run: would load{alias}"
                                 + (f": {note}" if note else ""))
-        self.load_calls += 1
         try:
             note = self.loader.load(name)
         except LoadError as exc:

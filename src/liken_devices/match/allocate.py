@@ -559,8 +559,3 @@ def _show_attr(v: Any) -> str:
     if kind == "bool":
         return "true" if value else "false"
     return str(value)
-
-
-def show_attr(v: Any) -> str:
-    """An attribute's (kind, value) as a selector would write it; ``absent`` for None."""
-    return _show_attr(v)

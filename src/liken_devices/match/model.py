@@ -25,8 +25,6 @@ from ..errors import InputError
 # win in silence; rules: limits.strict-inputs).
 CLAIM_LIMITS = Limits(bytes=4 * 1024 * 1024, values=1_000_000, unique_keys=True)
 SLICE_LIMITS = Limits(bytes=32 * 1024 * 1024, values=4_000_000, unique_keys=True)
-MAX_CLAIM_FILE = CLAIM_LIMITS.bytes
-MAX_SLICE_FILE = SLICE_LIMITS.bytes
 MAX_OBJECTS = 200_000
 # API limits on a claim (resource.k8s.io/v1): requests, subrequests, selectors, constraints.
 MAX_REQUESTS = 32

@@ -85,6 +85,3 @@ class Snapshot(NamedTuple):
 
     def get(self, path: str) -> SysDevice | None:
         return self.devices.get(path)
-
-    def by_subsystem(self, subsystem: str) -> list[SysDevice]:
-        return [d for d in self.devices.values() if d.subsystem == subsystem]

@@ -87,13 +87,12 @@ def c_unescape(text: str) -> bytes:
 class Block:
     """One device block of a recording, as written (filled in line by line)."""
 
-    __slots__ = ("attrs", "line", "links", "node", "node_content", "path", "props", "symlinks")
+    __slots__ = ("attrs", "line", "links", "node", "path", "props", "symlinks")
 
     def __init__(self, path: str, line: int = 0) -> None:
         self.path = path
         self.line = line  # of its P: line
         self.node: str | None = None
-        self.node_content: bytes | None = None
         self.symlinks: list[str] = []
         self.props: dict[str, str] = {}
         self.attrs: dict[str, bytes] = {}
@@ -211,13 +210,7 @@ def _add_line(block: Block, kind: str, rest: str, origin: str, lineno: int) -> N
         # Every property, attribute and link is KEY=VALUE (rules: hardware.whole-recordings).
         raise InputError(f"a {kind}: line with no '=' (a record cut or damaged): {rest[:60]!r}")
     if kind == "N":
-        name, eq, content = rest.partition("=")
-        block.node = name.strip()
-        if eq:
-            try:
-                block.node_content = bytes.fromhex(content.strip())
-            except ValueError:
-                block.node_content = None
+        block.node = rest.partition("=")[0].strip()  # a node's recorded content is not read
     elif kind == "S":
         block.symlinks.append(rest.strip())
     elif kind == "E":
