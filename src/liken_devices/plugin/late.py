@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..inventory.bluetooth import LEGACY_EVENT_COUNT, LEGACY_EVENT_FIRST, UINPUT, is_legacy_event
+from ..inventory.bluetooth import UINPUT, is_legacy_event
 from ..inventory.model import Inventory, LeftOut
 from ..sysfs.model import DevNode
 
@@ -55,10 +55,6 @@ def started_events(nodes: Mapping[str, Iterable[DevNode]]) -> dict[str, list[int
         if minors:
             out[name] = minors
     return out
-
-
-def valid_minor(minor: int) -> bool:
-    return LEGACY_EVENT_FIRST <= minor < LEGACY_EVENT_FIRST + LEGACY_EVENT_COUNT
 
 
 def late_registrants(started: Mapping[str, Iterable[int]], inv: Inventory
