@@ -14,8 +14,8 @@ import pytest
 from liken_devices.inventory import Context, Facts, build_inventory
 from liken_devices.inventory.attributes import AttributeMemo
 from liken_devices.sysfs.reader import ReaderMemo, read_sysfs
-from liken_devices.sysfs.umockdev import materialize
 from tests.support.corpus import SYSFS
+from tests.support.recording_tree import materialize
 from tests.support.sysfs_builder import SysfsBuilder
 
 from .figures import record, timed

@@ -9,8 +9,9 @@ import pytest
 from liken_devices.inventory import Context, Facts, build_inventory
 from liken_devices.sysfs.model import DevNode
 from liken_devices.sysfs.reader import read_sysfs
-from liken_devices.sysfs.umockdev import c_unescape, materialize, parse_recording
+from liken_devices.sysfs.umockdev import c_unescape, parse_recording
 from tests.support.corpus import recording, recording_params
+from tests.support.recording_tree import materialize
 
 FULL = """P: /devices/pci0000:00/0000:00:02.0
 E: DRIVER=i915
