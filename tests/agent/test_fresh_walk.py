@@ -5,7 +5,6 @@ the same prepared claims (docs/plugin.md, "How fresh a prepare's inventory is").
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 
 from liken_devices.inventory.model import NO_CLAIMS, Claimed
 from tests.support.fakeapi import FakeApiServer
+from tests.support.wait import wait_until
 
 from .node import FixtureNode, is_root, synthetic_uevent
 from .test_runner import start
@@ -26,13 +26,11 @@ def node(tmp_path: Path) -> FixtureNode:
 
 
 def reused_once(agent: Any, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    def reused() -> bool:
         last = agent.inventory
-        if last is not None and agent.fresh_walk(claimed=NO_CLAIMS) is last:
-            return True
-        time.sleep(0.2)
-    return False
+        return last is not None and agent.fresh_walk(claimed=NO_CLAIMS) is last
+
+    return wait_until(reused, seconds, "a prepare to reuse the last walk", every=0.2)
 
 
 def test_a_quiet_node_reuses_the_last_walk(api: FakeApiServer, node: FixtureNode,
@@ -95,14 +93,14 @@ def test_claims_being_prepared_walk_again_only_for_a_bluetooth_device(
     run = start(api, node, tmp_path)
     try:
         agent = run.agent
-        deadline = time.monotonic() + 30
-        while True:  # a quiet moment after a walk (other uevents of this machine may come)
+
+        def reused() -> Any:
             last = agent.inventory
-            if last is not None and agent.fresh_walk(
-                    claimed=Claimed(frozenset(), frozenset({"pci-0000-00-02-0"}))) is last:
-                break
-            assert time.monotonic() < deadline, "never reused"
-            time.sleep(0.2)
+            claimed = Claimed(frozenset(), frozenset({"pci-0000-00-02-0"}))
+            return last if last is not None and agent.fresh_walk(claimed=claimed) is last else None
+
+        # A quiet moment after a walk (other uevents of this machine may come).
+        last = wait_until(reused, 30, "a prepare for the GPU to reuse the last walk", every=0.2)
         assert "usb-2-1-1-0" in last.by_name()
         assert agent.fresh_walk(claimed=Claimed(frozenset(), frozenset({"usb-2-1-1-0"}))) \
             is not last
@@ -138,10 +136,8 @@ def test_a_prepare_while_the_loop_reads_the_uevents_walks_again(
         assert agent.ready.wait(10)
         node.plug_usb(4)
         synthetic_uevent("add")
-        deadline = time.monotonic() + 10
-        while not answers and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert answers and not any(answers), answers
+        wait_until(lambda: answers, 10, "the prepare's answer")
+        assert not any(answers), answers
     finally:
         agent.request_stop()
         t.join(10)

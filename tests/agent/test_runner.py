@@ -16,6 +16,7 @@ import pytest
 from liken_devices.agent.run import Assembled, assemble
 from liken_devices.cli import build_parser
 from tests.support.fakeapi import FakeApiServer
+from tests.support.wait import wait_until
 
 from .node import FixtureNode, is_root, loop_device, synthetic_uevent, veth_pair, zram_device
 
@@ -379,12 +380,11 @@ def test_offline_with_machine_file(node: FixtureNode, tmp_path: Path) -> None:
         usb = node.plug_usb(7)
         synthetic_uevent("add")
         # Other tests' uevents can stretch the burst to its 5 s cap (rules: uevents.quiet-second).
-        deadline = time.monotonic() + 12
-        while time.monotonic() < deadline:
+        def published() -> Any:
             obj = json.loads((tmp_path / "slice.json").read_text())
-            if usb in [d["name"] for d in obj["spec"]["devices"]]:
-                break
-            time.sleep(0.05)
+            return obj if usb in [d["name"] for d in obj["spec"]["devices"]] else None
+
+        obj = wait_until(published, 12, f"{usb} in --slice-out", every=0.05)
         assert obj["spec"]["pool"]["generation"] == 2
     finally:
         built.agent.request_stop()
@@ -424,9 +424,7 @@ def test_a_failing_part_does_not_end_the_agent(node: FixtureNode, tmp_path: Path
         assert agent.ready.wait(10)
         usb = node.plug_usb(8)
         synthetic_uevent("add")
-        deadline = time.monotonic() + 12
-        while time.monotonic() < deadline and usb not in out.read_text():
-            time.sleep(0.05)
+        wait_until(lambda: usb in out.read_text(), 12, f"{usb} in --slice-out", every=0.05)
         assert usb in [d["name"] for d in json.loads(out.read_text())["spec"]["devices"]]
         assert t.is_alive()
         assert "publishing failed" in caplog.text
@@ -551,9 +549,8 @@ def test_an_instance_a_newer_one_supersedes_stands_by_then_writes_again(
         assert publisher.synced == 0
         assert "pid 2 (pod new)" in caplog.text and "this one stands by" in caplog.text
         plugin.newer = None
-        deadline = time.monotonic() + STANDBY_CHECK + 3
-        while time.monotonic() < deadline and not publisher.synced:
-            time.sleep(0.05)
+        wait_until(lambda: publisher.synced, STANDBY_CHECK + 3, "a publish after the newer "
+                   "instance ended", every=0.05)
         assert publisher.synced >= 1
         assert plugin.reconciled >= 1  # the walk it made meanwhile, now its specs too
         assert "the claims' CDI specs again" in caplog.text
@@ -605,9 +602,8 @@ def test_an_instance_that_cannot_tell_it_is_the_one_writer_writes_nothing_and_is
         assert not ready and "No space left on device" in why and "holder" in why, why
         assert "No space left on device" in caplog.text
         plugin.error = None
-        deadline = time.monotonic() + STANDBY_CHECK + 3
-        while time.monotonic() < deadline and not publisher.synced:
-            time.sleep(0.05)
+        wait_until(lambda: publisher.synced, STANDBY_CHECK + 3, "a publish after the holder "
+                   "file could be written", every=0.05)
         assert publisher.synced >= 1 and plugin.reconciled >= 1
         assert agent.readiness()[0]
     finally:

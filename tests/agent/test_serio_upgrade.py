@@ -29,6 +29,7 @@ import yaml
 
 from tests.support.loopback import free_port
 from tests.support.loopback import get as fetch
+from tests.support.wait import wait_until
 
 from .node import SYNTHETIC_TTY, FixtureNode, is_root
 
@@ -203,10 +204,8 @@ def test_crash_and_restart(line: Line, agents: list[Agent]) -> None:
     agents.append(first)
     first.attached()
     first.kill()  # SIGKILL: no cleanup; the holder's lifeline ends and the port goes
-    deadline = time.monotonic() + 30
-    while line.port_dir.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: not line.port_dir.exists(), 30, "the killed holder's port to go",
+               every=0.05)
 
     second = Agent(line, "second")
     agents.append(second)
@@ -247,10 +246,9 @@ def test_the_old_instance_s_slow_exit(line: Line, agents: list[Agent]) -> None:
     new.wait(lambda: new.serio() == ("Waiting", "LineHeldElsewhere"), "Waiting in the new one")
 
     old.proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while line.port_dir.exists():  # the old holder ended: the port is gone, the tty still open
-        assert time.monotonic() < deadline, old.log.read_text()
-        time.sleep(0.02)
+    # The old holder ended: the port is gone, the tty still open.
+    wait_until(lambda: not line.port_dir.exists(), 30,
+               lambda: f"the old holder's port to go; the old agent's log:\n{old.log.read_text()}")
     assert old.proc.poll() is None
     new.wait(lambda: new.walks("serio") >= 1, "the port's remove uevent walked at once")
     assert new.serio() == ("Waiting", "LineHeldElsewhere"), new.status()

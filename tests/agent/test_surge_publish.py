@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fakeapi import FakeApiServer
+from tests.support.wait import wait_until
 
 from .node import FixtureNode, is_root
 
@@ -116,13 +117,11 @@ class Surge:
                    if method in ("PATCH", "PUT", "POST") and "/resourceslices" in path)
 
     def until(self, what: str, check: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                logs = [f"{i.log.name}: {i.log.read_text()[-2500:]}" for i in self.instances]
-                raise AssertionError(f"{what}: not after {timeout} s; slice {self.names()}; "
-                                     + "\n---\n".join(logs))
-            time.sleep(0.05)
+        def said() -> str:
+            logs = [f"{i.log.name}: {i.log.read_text()[-2500:]}" for i in self.instances]
+            return f"{what}; slice {self.names()}; " + "\n---\n".join(logs)
+
+        wait_until(check, timeout, said, every=0.05)
 
     def steady(self, view: list[str], seconds: float = 3.0) -> None:
         """The slice stays ``view`` and is not written for ``seconds``: one writer."""
@@ -161,13 +160,11 @@ def test_only_the_newer_instance_writes_the_slice(api: FakeApiServer, tmp_path: 
     new: Instance | None = None
 
     def until(what: str, check: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                logs = [i.log.read_text()[-3000:] for i in (old, new) if i is not None]
-                raise AssertionError(f"{what}: not after {timeout} s; slice {names()}; "
-                                     + "\n---\n".join(logs))
-            time.sleep(0.05)
+        def said() -> str:
+            logs = [i.log.read_text()[-3000:] for i in (old, new) if i is not None]
+            return f"{what}; slice {names()}; " + "\n---\n".join(logs)
+
+        wait_until(check, timeout, said, every=0.05)
 
     try:
         until("the old instance's slice", lambda: names() == old_view, 30)

@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.wait import wait_until
+
 from .test_machine_cli import link
 
 USB = "devices/pci0000:00/0000:00:14.0/usb1/1-4"
@@ -88,15 +90,6 @@ def holders_of(pts: str) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def wait_for(cond: object, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def start_cli(tmp_path: Path, pty: tuple[int, int, str], fake_serio: bool
@@ -175,13 +168,14 @@ def test_cli_holds_until_sigterm(tmp_path: Path, pty: tuple[int, int, str]) -> N
         doc = first_document(proc)
         serio = doc["serio"][0]
         assert (serio["tty"], serio["state"]) == ("ttyACM0", "Attached")
-        assert wait_for(lambda: holders_of(pty[2]))
+        wait_until(lambda: holders_of(pty[2]), 30.0, "a holder of the tty", every=0.05)
         assert proc.poll() is None  # still holding
         time.sleep(0.2)
         assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-        assert wait_for(lambda: not holders_of(pty[2]))
+        wait_until(lambda: not holders_of(pty[2]), 30.0, "the tty without a holder",
+                   every=0.05)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -193,7 +187,7 @@ def test_cli_reports_a_line_that_ends_and_exits(tmp_path: Path,
     proc = start_cli(tmp_path, pty, fake_serio=True)
     try:
         first_document(proc)
-        assert wait_for(lambda: holders_of(pty[2]))
+        wait_until(lambda: holders_of(pty[2]), 30.0, "a holder of the tty", every=0.05)
         master, slave, _ = pty
         os.close(slave)
         os.close(master)  # the line hangs up, as an unplugged adapter's does
@@ -238,10 +232,11 @@ def test_holder_does_not_outlive_its_agent(tmp_path: Path, pty: tuple[int, int, 
     try:
         assert agent.stdout is not None
         holder_pid = int(agent.stdout.readline())
-        assert wait_for(lambda: holder_pid in holders_of(pts))
+        wait_until(lambda: holder_pid in holders_of(pts), 30.0, "the holder to hold the tty",
+                   every=0.05)
         agent.kill()
         agent.wait()
-        assert wait_for(lambda: gone(holder_pid))
+        wait_until(lambda: gone(holder_pid), 30.0, "the holder to end", every=0.05)
         assert holder_pid not in holders_of(pts)
     finally:
         if agent.poll() is None:

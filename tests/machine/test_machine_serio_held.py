@@ -34,6 +34,7 @@ from liken_devices.machine.side import serio_condition
 from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 from tests.machine.serport_tty import SerportOps, TtyState
 from tests.machine.test_machine_serio import PULSE8, Pty, adapter_devices, new_pty, plug
+from tests.support.wait import wait_until
 
 
 @pytest.fixture
@@ -48,13 +49,6 @@ def pty() -> Iterator[Pty]:
 
 def snapshot(pty: Pty) -> Snapshot:
     return Snapshot(adapter_devices("1-2", "ttyACM0", pty, "2548", "1002", None, 5))
-
-
-def wait_for(cond: Any, what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
 
 
 def held_elsewhere(rows: list[dict[str, str]]) -> bool:
@@ -91,7 +85,7 @@ def test_a_line_another_instance_holds_is_waiting_then_attached_at_its_release(
     new = SerioManager(SerportOps(root), dev_root=tmp_path)
     try:
         assert old.apply((PULSE8,), snapshot(pty))[0]["state"] == "Attached"
-        wait_for(lambda: state.port_registered, "the old holder reads the line")
+        wait_until(lambda: state.port_registered, 10, "the old holder to read the line")
         for _ in range(3):  # every walk while the old one holds it
             rows = new.apply((PULSE8,), snapshot(pty))
             assert held_elsewhere(rows), rows
@@ -107,7 +101,7 @@ def test_a_line_another_instance_holds_is_waiting_then_attached_at_its_release(
         rows = new.apply((PULSE8,), snapshot(pty))  # the walk the port's remove uevent wakes
         assert rows[0]["state"] == "Attached", rows
         assert not new.waiting_for_release()
-        wait_for(lambda: state.port_registered, "the new holder reads the line")
+        wait_until(lambda: state.port_registered, 10, "the new holder to read the line")
     finally:
         old.close()
         new.close()

@@ -12,7 +12,6 @@ import errno
 import os
 import struct
 import termios
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from liken_devices.machine.serio import (
 from liken_devices.sysfs.model import Snapshot
 from tests.machine.serport_tty import SerportOps, TtyState
 from tests.machine.test_machine_serio import PULSE8, Pty, adapter_devices, new_pty, plug
+from tests.support.wait import wait_until
 
 
 @pytest.fixture
@@ -42,13 +42,6 @@ def pty() -> Iterator[Pty]:
                 os.close(fd)
 
 
-def wait_for(cond: object, what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-
-
 def test_a_second_opener_of_a_held_tty_meets_serport(tmp_path: Path, pty: Pty) -> None:
     """Held: TIOCGETD reads N_MOUSE, termios fails with EINVAL, a second reader gets EBUSY, an
     unprivileged open of the exclusive tty gets EBUSY; after the last close all of it is gone."""
@@ -59,7 +52,7 @@ def test_a_second_opener_of_a_held_tty_meets_serport(tmp_path: Path, pty: Pty) -
     state = TtyState(root, pty.rdev)
     try:
         assert old.apply((PULSE8,), snap)[0]["state"] == "Attached"
-        wait_for(lambda: state.port_registered, "the holder's read registered the port")
+        wait_until(lambda: state.port_registered, 10, "the holder's read to register the port")
         assert (state.ldisc, state.serio_type, state.exclusive) == (N_MOUSE, SERIO_PULSE8_CEC,
                                                                      True)
 

@@ -60,6 +60,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from liken_devices.slices import validate_slice
+from tests.support.wait import wait_until
 
 JSON = dict[str, Any]
 
@@ -409,16 +410,10 @@ class FakeApiServer:
             gone += self.delete_object("resourceslices", s["metadata"]["name"])
         return gone
 
-    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0,
+                 what: str = "a condition on the fake API server's store") -> Any:
         """Poll the store (test side only) until ``predicate()`` is truthy; return its value."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met within {timeout}s")
-            time.sleep(0.02)
+        return wait_until(predicate, timeout, what)
 
     # ---- internals ------------------------------------------------------------------------
 
