@@ -30,6 +30,7 @@ import pytest
 from lightkube import KubeConfig
 
 from liken_devices.plugin import Plugin, PluginConfig
+from liken_devices.plugin.claimstatus import ClaimStatusWriter
 from tests.plugin.kubelet import TestKubelet
 from tests.support.fakeapi_process import FakeApiProcess
 from tests.support.sysfs_builder import SysfsBuilder, bare_sources
@@ -178,11 +179,9 @@ def test_status_write_latency(benchmark: Any,
                               ) -> None:
     """One apply of a prepared claim's status.devices, as the background writer makes it: the
     time a prepare would wait for it on its path."""
-    from liken_devices.plugin.claimstatus import ClaimStatusWriter
-
-    api, kubelet, plugin, _ = rig
-    client = lightkube.Client(config=KubeConfig.from_file(api.write_kubeconfig(
-        Path(tempfile.mkdtemp(prefix="lkb-kc-", dir="/tmp")) / "kc")))
+    api = rig[0]
+    kc = Path(tempfile.mkdtemp(prefix="lkb-kc-", dir="/tmp"))
+    client = lightkube.Client(config=KubeConfig.from_file(api.write_kubeconfig(kc / "kc")))
     writer = ClaimStatusWriter(client)
     claims: list[tuple[str, str]] = []
 
@@ -202,6 +201,7 @@ def test_status_write_latency(benchmark: Any,
         benchmark.pedantic(writer.flush, setup=setup, rounds=100, iterations=1)
     finally:
         client.close()
+        shutil.rmtree(kc, ignore_errors=True)
     assert writer.writes == len(claims) and writer.idle()
     times = [t * 1e3 for t in timed(benchmark)]
     if times:
