@@ -915,6 +915,11 @@ class FakeApiServer:
                                 or len(json.dumps(e["data"])) > 10 * 1024):
                 raise ApiFailure(422, f"{where}.data: must be an object of at most 10 KiB")
             mine[k] = copy.deepcopy(e)
+        # Kubernetes 1.37 authorizes a write of status.devices once more: the driver's
+        # permission on resourceclaims/driver (resourceName: the driver), verb
+        # "associated-node:patch" for a claim on the requester's node. Recorded, as every verb
+        # is, for tests that compare what was asked with a ClusterRole.
+        self.verbs.append(("associated-node:patch", "resourceclaims/driver"))
         owners = self._device_owners.setdefault(key, {})
         others = {k for m, keys in owners.items() if m != manager for k in keys}
         new = _strip_volatile(old)
