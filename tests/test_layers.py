@@ -70,6 +70,8 @@ OTHERS: dict[tuple[str, str], str] = {
     ("kube.client", "lightkube.generic_resource"): "as httpx2",
     ("kube.machine", "lightkube.types"): "lightkube: the offline agent imports this module "
                                          "(90-190 ms)",
+    ("plugin.claimstatus", "lightkube.types"): "lightkube: the plugin's core imports this "
+                                               "module, and --no-api never writes (90-190 ms)",
     ("machine", "machine.side"): "PEP 562: the parser of machine apply imports the package "
                                  "(41 ms)",
     ("machine.side", "machine.serio"): "only for a Machine with a serial line (4 ms)",

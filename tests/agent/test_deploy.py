@@ -134,6 +134,14 @@ def test_cluster_role_grants_exactly_what_the_agent_uses(tmp_path: Path) -> None
                                                "uid": pod["metadata"]["uid"]}]
             api.put_object("resourceclaims", claim)
             assert container_starts(built.client, "ns", "c", claim["metadata"]["uid"]) == []
+            # And it says in the claim's status what the prepare delivered.
+            from liken_devices.plugin.claimstatus import ClaimStatusWriter
+
+            writer = ClaimStatusWriter(built.client)
+            writer.want(claim["metadata"]["uid"], "ns", "c", [
+                {"driver": "liken.sh", "pool": name, "device": "usb-1-2-1-0"}])
+            writer.flush()
+            assert writer.writes == 1
         finally:
             built.agent.request_stop()
             t.join(10)

@@ -5,7 +5,12 @@ Measured end to end through the test kubelet: gRPC over the unix socket, a GET p
 loopback API server in a process of its own (its work is not counted), the plugin's walk of a
 fixture sysfs tree (60 USB HID devices), the state file (on disk) and the CDI specs (on a tmpfs,
 as /var/run/cdi is on a node) written with fsync. Each round prepares claims the plugin has not
-seen (the claims of the previous round are unprepared in the untimed setup).
+seen (the claims of the previous round are unprepared in the untimed setup, and the background
+writer of the claims' ``status.devices`` has written the previous round's entries and their
+removal, so its work does not overlap the next timed prepare).
+
+What that writer would add to a prepare if it were on the prepare's path, one server-side apply
+of a claim's status to the same API server, is timed by itself (rules: delivery.claim-status).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import pytest
 from lightkube import KubeConfig
 
 from liken_devices.plugin import Plugin, PluginConfig
+from liken_devices.plugin.claimstatus import ClaimStatusWriter
 from tests.plugin.kubelet import TestKubelet
 from tests.support.fakeapi_process import FakeApiProcess
 from tests.support.sysfs_builder import SysfsBuilder, bare_sources
@@ -118,6 +124,15 @@ def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin, Callable[[], No
         shutil.rmtree(cdi_dir, ignore_errors=True)
 
 
+def written(plugin: Plugin, timeout: float = 30.0) -> None:
+    """Wait until the claims' status writer has nothing waiting nor on its way."""
+    writer = getattr(plugin, "status", None)
+    deadline = time.monotonic() + timeout
+    while writer is not None and not writer.idle():
+        assert time.monotonic() < deadline, "the status writer did not finish"
+        time.sleep(0.002)
+
+
 @pytest.mark.parametrize("count", [1, 50])
 def test_prepare_latency(benchmark: Any,
                          rig: tuple[FakeApiProcess, TestKubelet, Plugin, Callable[[], None]],
@@ -136,6 +151,7 @@ def test_prepare_latency(benchmark: Any,
                           results=[{"request": "hid", "device": f"usb-1-{i + 1}-1-0"}])
             previous.append(("bench", uid, name))
         settle()
+        written(plugin)
         return (list(previous),), {}
 
     def run(claims: list[tuple[str, str, str]]) -> Any:
@@ -156,3 +172,40 @@ def test_prepare_latency(benchmark: Any,
             record(benchmark, "prepare", f"{label}, p99", [percentile(times, 0.99)], "ms",
                    budget=budgets[1])
         record(benchmark, "prepare", f"{label}, every round", times, "ms")
+
+
+def test_status_write_latency(benchmark: Any,
+                              rig: tuple[FakeApiProcess, TestKubelet, Plugin, Callable[[], None]]
+                              ) -> None:
+    """One apply of a prepared claim's status.devices, as the background writer makes it: the
+    time a prepare would wait for it on its path."""
+    api = rig[0]
+    kc = Path(tempfile.mkdtemp(prefix="lkb-kc-", dir="/tmp"))
+    client = lightkube.Client(config=KubeConfig.from_file(api.write_kubeconfig(kc / "kc")))
+    writer = ClaimStatusWriter(client)
+    claims: list[tuple[str, str]] = []
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        uid = str(uuid.uuid4())
+        name = f"s-{uid[:8]}"
+        api.add_claim("bench", name, uid=uid, node=NODE,
+                      results=[{"request": "hid", "device": "usb-1-1-1-0"}])
+        claims.append((uid, name))
+        writer.want(uid, "bench", name, [{
+            "driver": "liken.sh", "pool": NODE, "device": "usb-1-1-1-0",
+            "data": {"present": True, "paths": ["/dev/hidraw0", "/dev/bus/usb/001/002"],
+                     "bus": "usb", "address": "1-1:1.0"}}])
+        return (), {}
+
+    try:
+        benchmark.pedantic(writer.flush, setup=setup, rounds=100, iterations=1)
+    finally:
+        client.close()
+        shutil.rmtree(kc, ignore_errors=True)
+    assert writer.writes == len(claims) and writer.idle()
+    times = [t * 1e3 for t in timed(benchmark)]
+    if times:
+        record(benchmark, "prepare", "a claim's status.devices written (off the prepare's "
+               "path), p50", [percentile(times, 0.5)], "ms")
+        record(benchmark, "prepare", "a claim's status.devices written, p99",
+               [percentile(times, 0.99)], "ms")

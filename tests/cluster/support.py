@@ -99,3 +99,18 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 120,
 
 def node() -> str:
     return info()["node"]
+
+
+def pod_token(account: str, node: str, name: str = "") -> str:
+    """A service-account token bound to a pod on ``node``: the token the kubelet would mint.
+    ``name``: the pod's (default ``token-<account>-<node>``)."""
+    name = name or f"token-{account}-{node}"
+    apply([{"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "liken-system"},
+            "spec": {"serviceAccountName": account, "nodeName": node,
+                     "tolerations": [{"operator": "Exists"}],
+                     "containers": [{"name": "c", "image": "localhost/liken-pause:ci",
+                                     "imagePullPolicy": "Never"}]}}])
+    uid = get("-n", "liken-system", "pod", name)["metadata"]["uid"]
+    return kubectl("-n", "liken-system", "create", "token", account, "--bound-object-kind=Pod",
+                   f"--bound-object-name={name}", f"--bound-object-uid={uid}").stdout.strip()

@@ -17,7 +17,7 @@ import yaml
 from tests.media.conftest import CAPS, FakeGPUs, build_va
 from tests.media.test_scan import Machine as MediaMachine
 
-from .support import CLUSTER, REPO, STATE, apply, get, inside, kubectl, wait_for
+from .support import CLUSTER, REPO, STATE, apply, get, inside, kubectl, pod_token, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -52,21 +52,6 @@ def other_node(installed: dict[str, str]) -> Iterator[str]:
     apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": OTHER}}])
     yield OTHER
     kubectl("delete", "node", OTHER, "--ignore-not-found")
-
-
-def pod_token(account: str, node: str, name: str = "") -> str:
-    """A service-account token bound to a pod on ``node``: the token the kubelet would mint.
-    ``name``: the pod's (default ``token-<account>-<node>``)."""
-    name = name or f"token-{account}-{node}"
-    apply([{"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "liken-system"},
-            "spec": {"serviceAccountName": account, "nodeName": node,
-                     "tolerations": [{"operator": "Exists"}],
-                     "containers": [{"name": "c", "image": "localhost/liken-pause:ci",
-                                     "imagePullPolicy": "Never"}]}}])
-    uid = get("-n", "liken-system", "pod", name)["metadata"]["uid"]
-    return kubectl("-n", "liken-system", "create", "token", account, "--bound-object-kind=Pod",
-                   f"--bound-object-name={name}", f"--bound-object-uid={uid}").stdout.strip()
 
 
 def test_the_agents_run_and_publish(installed: dict[str, str]) -> None:

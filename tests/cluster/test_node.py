@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.sysfs_builder import SysfsBuilder
 
-from .support import REPO, STATE, apply, cluster, get, inside, kubectl, wait_for
+from .support import REPO, STATE, apply, cluster, get, inside, kubectl, pod_token, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -293,16 +293,28 @@ def wake_the_agent() -> None:
     Path("/sys/devices/virtual/tty/tty5/uevent").write_text("add\n")
 
 
+def agent_log() -> str:
+    """What the node's liken-devices agent logged since its container started."""
+    return str(kubectl("-n", "liken-system", "logs", "ds/liken-devices", "--tail=-1",
+                       timeout=60).stdout)
+
+
 def test_the_health_stream_reaches_the_pods_status(node: str, k8s: dict[str, str]) -> None:
     """The plugin's health stream (KEP-4680) as the kubelet reports it in the pod's status:
     the device of the pod's claim, healthy while present, unhealthy once it is gone from the
     machine, and healthy again when it is back (docs/plugin.md, "Health")."""
     major, minor = (int(x) for x in k8s["kubernetes"].split(".")[:2])
-    if (major, minor) < (1, 36):
-        pytest.skip("ResourceHealthStatus is alpha and off by default before Kubernetes 1.36")
     claim_pod("health", "0000:00:1e.0")
     try:
         ready_log("health")
+        if (major, minor) < (1, 36):
+            # ResourceHealthStatus is alpha and off before 1.36: the kubelet registers the plugin
+            # (the pod got its device) and opens no health stream, over either version, and the
+            # pod's status has no device health.
+            statuses = get("-n", NS, "pod", "health")["status"].get("containerStatuses", [])
+            assert not any(c.get("allocatedResourcesStatus") for c in statuses), statuses
+            assert "opened a health stream" not in agent_log()
+            return
 
         def reported() -> list[dict[str, Any]] | None:
             statuses = get("-n", NS, "pod", "health")["status"].get("containerStatuses", [])
@@ -316,6 +328,12 @@ def test_the_health_stream_reaches_the_pods_status(node: str, k8s: dict[str, str
         device = f"liken.sh/device={uid}-{SERIAL}"
         assert [(r["resourceID"], r.get("health")) for r in resources] == \
             [(device, "Healthy")], resources
+        # From the plugin's side: the kubelet chose the health service's v1 where it has it
+        # (1.37; rules: delivery.health-versions), its v1alpha1 before.
+        want = "v1.DRAResourceHealth" if (major, minor) >= (1, 37) else \
+            "v1alpha1.DRAResourceHealth"
+        said = agent_log()
+        assert f"the kubelet opened a health stream over {want}" in said, said[-3000:]
 
         def health(expected: str) -> bool:
             wake_the_agent()  # again each time: a uevent that came before a walk ended is seen
@@ -333,3 +351,94 @@ def test_the_health_stream_reaches_the_pods_status(node: str, k8s: dict[str, str
                 "--timeout=120s", timeout=130, check=False)
         kubectl("-n", NS, "delete", "resourceclaim", "health", "--ignore-not-found",
                 check=False)
+
+
+OTHER = "node-status-b"  # a Node object with no kubelet, for another node's pod-bound token
+
+
+def status_apply(token: str, claim: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the agent sends: server-side apply of the claim's status.devices under the field
+    manager liken.sh, with ``token`` (a pod-bound token of an agent)."""
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": claim, "namespace": NS}, "status": {"devices": devices}}
+    out = inside("curl", "-sS", "-X", "PATCH", "--cacert", str(STATE / "config/pki/ca.crt"),
+                 "-H", f"Authorization: Bearer {token}",
+                 "-H", "Content-Type: application/apply-patch+yaml",
+                 "-d", json.dumps(body),
+                 f"https://127.0.0.1:6443/apis/resource.k8s.io/v1/namespaces/{NS}/"
+                 f"resourceclaims/{claim}/status?fieldManager=liken.sh&force=true", check=False)
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def test_the_claims_status_says_which_nodes_the_pod_got(node: str, k8s: dict[str, str]) -> None:
+    """A prepared claim's status.devices on the real API server holds what the pod got: the
+    paths its CDI spec delivers and the card's address, written by the agent under the field
+    manager liken.sh; and a node's agent may write the entries of its own pool only
+    (rules: delivery.claim-status)."""
+    major, minor = (int(x) for x in k8s["kubernetes"].split(".")[:2])
+    claim_pod("status", "0000:00:1e.0")
+    try:
+        log = ready_log("status")
+        assert "/dev/tty5" in device_nodes(log)
+
+        def entries() -> list[dict[str, Any]] | None:
+            got: list[dict[str, Any]] | None = get("-n", NS, "resourceclaim", "status").get(
+                "status", {}).get("devices")
+            return got
+        [entry] = wait_for("the claim's status.devices", entries, timeout=60)
+        assert (entry["driver"], entry["pool"], entry["device"]) == ("liken.sh", node, SERIAL)
+        assert entry["data"]["paths"] == ["/dev/tty5"] and entry["data"]["present"] is True
+        assert entry["data"]["address"] == "0000:00:1e.0"
+        claim = get("-n", NS, "resourceclaim", "status", "--show-managed-fields")
+        managers = {(m["manager"], m.get("subresource")) for m in claim["metadata"]
+                    ["managedFields"]}
+        assert ("liken.sh", "status") in managers, managers
+
+        # Another node's claim: allocated (by the admin, as a scheduler would) from pool OTHER.
+        apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": OTHER}}])
+        apply([{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": "status-b", "namespace": NS},
+                "spec": {"devices": {"requests": [{"name": "dev", "exactly": {
+                    "deviceClassName": "node-tier-liken"}}]}}}])
+        kubectl("-n", NS, "patch", "resourceclaim", "status-b", "--subresource=status",
+                "--type=merge", "-p", json.dumps({"status": {"allocation": {
+                    "devices": {"results": [{"request": "dev", "driver": "liken.sh",
+                                             "pool": OTHER, "device": SERIAL}]},
+                    "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": [OTHER]}]}]}}}}))
+        theirs_entry = {"driver": "liken.sh", "pool": OTHER, "device": SERIAL,
+                        "data": {"present": True, "paths": ["/dev/ttyS9"]}}
+        mine = pod_token("liken-devices", node, "token-status-a")
+        answer = status_apply(mine, "status-b", [theirs_entry])
+        if (major, minor) >= (1, 37):
+            # 1.37 itself refuses first: a driver's write of status.devices needs
+            # "associated-node:patch" on resourceclaims/driver, and this claim is not on the
+            # node the token names (the policy would refuse it next).
+            assert answer.get("code") == 422 and "arbitrary-node:patch" in answer["message"], \
+                answer
+        else:
+            assert answer.get("code") == 403 and "liken-node-scoped-writes" in \
+                answer["message"] and f"pool {node}" in answer["message"], answer
+        # The other node's own agent may: the refusal is the policy's, not the API's validation.
+        theirs = pod_token("liken-devices", OTHER, "token-status-b")
+        answer = status_apply(theirs, "status-b", [theirs_entry])
+        assert answer.get("kind") == "ResourceClaim", answer
+        assert answer["status"]["devices"][0]["data"]["paths"] == ["/dev/ttyS9"]
+        # Nor may this node's agent remove them (an update that drops another pool's entry).
+        kubectl("-n", NS, "patch", "resourceclaim", "status-b", "--subresource=status",
+                "--type=merge", "-p", json.dumps({"status": {"devices": None}}), token=mine,
+                check=False)
+        assert get("-n", NS, "resourceclaim", "status-b")["status"]["devices"][0]["pool"] == OTHER
+
+        delete_pod("status")
+        wait_for("the entries removed on unprepare",
+                 lambda: not get("-n", NS, "resourceclaim", "status").get("status", {})
+                 .get("devices"), timeout=60)
+    finally:
+        kubectl("-n", NS, "delete", "pod", "status", "--ignore-not-found", "--wait=true",
+                "--timeout=120s", timeout=130, check=False)
+        kubectl("-n", NS, "delete", "resourceclaim", "status", "status-b", "--ignore-not-found",
+                check=False)
+        kubectl("-n", "liken-system", "delete", "pod", "token-status-a", "token-status-b",
+                "--ignore-not-found", "--wait=false", check=False)
+        kubectl("delete", "node", OTHER, "--ignore-not-found", check=False)

@@ -72,6 +72,35 @@ def machine(name: str) -> dict[str, Any]:
             "status": {}}
 
 
+def claim(pool: str = "n1", devices: list[dict[str, Any]] | None = None,
+          reserved: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A claim allocated one liken.sh device of ``pool`` and one of another driver, with
+    ``devices`` as its status.devices."""
+    status: dict[str, Any] = {"allocation": {"devices": {"results": [
+        {"request": "r", "driver": "liken.sh", "pool": pool, "device": "usb-1-3"},
+        {"request": "n", "driver": "net.example.com", "pool": pool, "device": "eth0"}]}}}
+    if devices:
+        status["devices"] = devices
+    if reserved is not None:
+        status["reservedFor"] = reserved
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "default"}, "spec": {}, "status": status}
+
+
+def entry(pool: str = "n1", driver: str = "liken.sh", device: str = "usb-1-3",
+          paths: tuple[str, ...] = ("/dev/ttyUSB0",)) -> dict[str, Any]:
+    return {"driver": driver, "pool": pool, "device": device,
+            "data": {"present": True, "paths": list(paths)}}
+
+
+def claim_status(user: str = DEVICES_SA, node: str = "n1") -> dict[str, Any]:
+    return request(user, node, "UPDATE", "resourceclaims", "status", name="c",
+                   namespace="default")
+
+
+NET = entry(driver="net.example.com", device="eth0")
+
+
 def test_policy_and_binding_are_valid_in_every_minor() -> None:
     docs = policy_docs()
     for minor in MINORS:
@@ -108,9 +137,45 @@ ALLOWED = [
     ("a person evicting", request("kubernetes-admin", None, "CREATE", "pods", "eviction",
                                   group="", name="liken-devices-abcde",
                                   namespace="liken-system"), {}, None),
+    # A claim's status.devices (rules: delivery.claim-status)
+    ("own entries written", claim_status(), claim(devices=[entry()]), claim()),
+    ("own entries rewritten", claim_status(), claim(devices=[entry(paths=("/dev/ttyUSB1",))]),
+     claim(devices=[entry()])),
+    ("own entries removed", claim_status(), claim(), claim(devices=[entry()])),
+    ("own entries beside another driver's", claim_status(), claim(devices=[NET, entry()]),
+     claim(devices=[NET])),
+    ("own entries removed, another driver's kept", claim_status(), claim(devices=[NET]),
+     claim(devices=[NET, entry()])),
+    ("the other driver writing its own", request("system:serviceaccount:net:net-driver", "n1",
+                                                 "UPDATE", "resourceclaims", "status"),
+     claim(devices=[NET]), claim()),
 ]
 
 FORBIDDEN = [
+    ("another node's claim entries", claim_status(), claim("n2", devices=[entry("n2")]),
+     claim("n2"), "may write only the liken.sh entries of pool n1"),
+    ("another node's entries removed", claim_status(), claim("n2"),
+     claim("n2", devices=[entry("n2")]), "of pool n1"),
+    ("another driver's entry written", claim_status(), claim(devices=[NET]), claim(),
+     "may write only the liken.sh entries"),
+    ("another driver's entry removed", claim_status(), claim(devices=[entry()]),
+     claim(devices=[NET, entry()]), "may write only the liken.sh entries"),
+    ("another driver's entry changed", claim_status(),
+     claim(devices=[entry(driver="net.example.com", device="eth0", paths=("x",))]),
+     claim(devices=[NET]), "liken.sh entries"),
+    ("the media agent writing liken.sh's entries", claim_status(MEDIA_SA), claim(
+        devices=[entry()]), claim(), "may write only the liken.sh entries"),
+    ("a claim's allocation removed", claim_status(), {**claim(), "status": {}}, claim(),
+     "may not change a claim's allocation"),
+    ("a claim's allocation moved", claim_status(), claim("n1"),
+     {**claim("n1"), "status": {"allocation": {"devices": {"results": [
+         {"request": "r", "driver": "liken.sh", "pool": "n1", "device": "usb-1-4"}]}}}},
+     "may not change a claim's allocation"),
+    ("a claim reserved for another pod", claim_status(),
+     claim(reserved=[{"resource": "pods", "name": "p2", "uid": "u2"}]),
+     claim(reserved=[{"resource": "pods", "name": "p", "uid": "u"}]), "reserved for"),
+    ("a claim's status by a token without a node", claim_status(node=""),
+     claim(devices=[entry()]), claim(), "names no node"),
     ("another node's slice", request(DEVICES_SA, "n1", "CREATE", "resourceslices"),
      slice_("n2"), None, "may write only the liken.sh ResourceSlices"),
     ("moving a slice here", request(DEVICES_SA, "n1", "UPDATE", "resourceslices"),

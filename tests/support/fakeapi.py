@@ -15,6 +15,12 @@ accepts anything. This one speaks plain HTTP/1.1 JSON on 127.0.0.1 and keeps, pe
   Immutable fields (driver, pool name, node name) are enforced. ``metadata.generation`` rises
   when ``spec`` changes.
 * ResourceClaims (namespaced): get and list; tests set, re-UID, de-allocate and delete them.
+  Their ``status`` subresource takes server-side apply of ``status.devices`` (AllocatedDeviceStatus,
+  KEP-4817) as the API server merges it: a list-map keyed by driver, device, pool and shareID,
+  each manager owning its entries (an empty apply removes that manager's only), every entry
+  matching an allocated device (422 otherwise), ``data`` at most 10 KiB, and ``metadata.uid``
+  a precondition (409 when the claim was replaced). ``claim_device_status = False`` drops the
+  field silently, as a server with DRAResourceClaimDeviceStatus off does.
 * DeviceClasses (cluster-scoped) and ResourceClaimTemplates (namespaced): get and list; tests put
   them.
 * Every list is paginated as the API server paginates: ``limit`` and ``continue`` (a token of
@@ -186,6 +192,7 @@ class FakeApiServer:
         self.version = version
         self.port = port
         self.gate_consumable_capacity = True
+        self.claim_device_status = True  # DRAResourceClaimDeviceStatus
         self.delay = 0.0
         # Seconds after which every watch is ended by the server (0: at once, after the events
         # it replays); None: at the client's timeoutSeconds, as a healthy server does.
@@ -215,6 +222,9 @@ class FakeApiServer:
         self._lock = threading.RLock()
         self._objects: dict[tuple[str, str | None, str], JSON] = {}
         self._managed: dict[tuple[str, str | None, str], dict[str, set[tuple[str, ...]]]] = {}
+        # claim -> manager -> the status.devices keys it owns (a list-map's ownership)
+        self._device_owners: dict[tuple[str, str | None, str], dict[str, set[tuple[str, ...]]]] \
+            = {}
         self._rv = itertools.count(1000)
         self._last_rv = 999
         self._history: list[tuple[int, str, str, JSON]] = []  # rv, plural, type, object
@@ -344,7 +354,8 @@ class FakeApiServer:
         if results is not None:
             alloc: JSON = {"devices": {"results": [
                 {"request": r.get("request", "req"), "driver": r.get("driver", driver),
-                 "pool": r.get("pool", node or ""), "device": r["device"]} for r in results]}}
+                 "pool": r.get("pool", node or ""), "device": r["device"]}
+                | ({"shareID": r["shareID"]} if r.get("shareID") else {}) for r in results]}}
             if node:
                 alloc["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
                     {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
@@ -618,6 +629,8 @@ class FakeApiServer:
                 "code": 201}
 
     def _writable(self, plural: str, sub: str | None) -> None:
+        if plural == "resourceclaims" and sub == "status":
+            return
         if plural in ("nodes", "resourceclaims", "deviceclasses", "resourceclaimtemplates",
                       "pods"):
             raise ApiFailure(405, f"this fake server only reads {plural}")
@@ -823,6 +836,8 @@ class FakeApiServer:
         if sub == "status":
             if old is None:
                 raise ApiFailure(404, f'{plural} "{key[2]}" not found')
+            if plural == "resourceclaims":
+                return self._apply_claim_devices(key, old, config, manager)
             config = {"status": config.get("status") or {}}
         elif plural == "machines":
             config.pop("status", None)
@@ -855,6 +870,64 @@ class FakeApiServer:
         if old is None:  # an apply that creates is authorized as a create too
             self.verbs.append(("create", plural))
         return self._store_write(plural, key, new, old, sub)
+
+    def _apply_claim_devices(self, key: tuple[str, str | None, str], old: JSON, config: JSON,
+                             manager: str) -> JSON:
+        """Apply to a claim's status: ``status.devices`` merged as the list-map it is."""
+        uid = (config.get("metadata") or {}).get("uid")
+        if uid and uid != old["metadata"]["uid"]:
+            raise ApiFailure(409, f"Precondition failed: UID in precondition: {uid}, UID in "
+                             f"object meta: {old['metadata']['uid']}")
+        status = config.get("status") or {}
+        if set(status) - {"devices"}:
+            raise ApiFailure(422, "this fake server applies only status.devices of a claim")
+        entries = status.get("devices") or []
+        if not isinstance(entries, list):
+            raise ApiFailure(422, "status.devices: must be a list")
+        alloc = ((old.get("status") or {}).get("allocation") or {}).get("devices") or {}
+        allocated = {(r.get("driver"), r.get("device"), r.get("pool"), r.get("shareID") or "")
+                     for r in alloc.get("results") or []}
+        mine: dict[tuple[str, ...], JSON] = {}
+        for i, e in enumerate(entries):
+            where = f"status.devices[{i}]"
+            if not isinstance(e, dict) or not all(isinstance(e.get(k), str) and e.get(k)
+                                                  for k in ("driver", "pool", "device")):
+                raise ApiFailure(422, f"{where}: driver, pool and device are required")
+            if set(e) - {"driver", "pool", "device", "shareID", "conditions", "data",
+                         "networkData"}:
+                raise ApiFailure(422, f"{where}: unknown field")
+            k = (e["driver"], e["device"], e["pool"], e.get("shareID") or "")
+            if k in mine:
+                raise ApiFailure(422, f"{where}: Duplicate value")
+            if k not in allocated:
+                raise ApiFailure(422, f"{where}: Invalid value: must match an allocated "
+                                 "device of the claim")
+            if "data" in e and (not isinstance(e["data"], dict)
+                                or len(json.dumps(e["data"])) > 10 * 1024):
+                raise ApiFailure(422, f"{where}.data: must be an object of at most 10 KiB")
+            mine[k] = copy.deepcopy(e)
+        # Kubernetes 1.37 authorizes a write of status.devices once more: the driver's
+        # permission on resourceclaims/driver (resourceName: the driver), verb
+        # "associated-node:patch" for a claim on the requester's node. Recorded, as every verb
+        # is, for tests that compare what was asked with a ClusterRole.
+        self.verbs.append(("associated-node:patch", "resourceclaims/driver"))
+        owners = self._device_owners.setdefault(key, {})
+        others = {k for m, keys in owners.items() if m != manager for k in keys}
+        new = _strip_volatile(old)
+        kept = [d for d in (new.get("status") or {}).get("devices") or []
+                if (k := (d["driver"], d["device"], d["pool"], d.get("shareID") or ""))
+                not in mine and (k in others or k not in owners.get(manager, set()))]
+        devices = kept + list(mine.values())
+        if not self.claim_device_status:
+            devices = []
+        else:
+            owners[manager] = set(mine)
+        st = new.setdefault("status", {})
+        if devices:
+            st["devices"] = devices
+        else:
+            st.pop("devices", None)
+        return self._store_write("resourceclaims", key, new, old, "status")
 
     def _delete(self, plural: str, namespace: str | None, name: str, body: bytes) -> JSON:
         self._writable(plural, None)

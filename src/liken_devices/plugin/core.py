@@ -23,6 +23,10 @@ rule of hardware.md) or comes from the kubelet's DRA plugin API (KEP-4381; the G
 * The reconcile pass, run after every walk, rewrites each prepared claim's spec with the current
   nodes and their host mode and owner (``cdi``), or with a nonexistent path while a device is
   away, touching only files that differ.
+* The claim's ``status.devices`` says what its spec delivers (the ``/dev`` paths, the device's
+  address and serial): asked for after each prepare and each pass that changes it, removed on
+  unprepare, and written by a background writer (:mod:`.claimstatus`), never on the prepare's
+  path to the kubelet (rules: delivery.claim-status).
 * Health: each prepared device is healthy while present and unhealthy while absent; a Bluetooth
   device whose running container holds a number another device registered since is unhealthy
   until the kubelet records that container's restart after the spec without it was written (the
@@ -57,6 +61,7 @@ from . import cdi, late, usb
 from .cdi import Delivery, SpecError
 from .claimref import ClaimRef
 from .claims import ClaimError, KubeClient, container_starts, fetch_results
+from .claimstatus import ClaimStatusWriter, device_entries, stable_facts
 from .late import merge_started, started_events
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 from .state import PreparedClaim, PreparedDevice, StateLockTimeout, StateStore, claimed_by
@@ -214,6 +219,11 @@ class Plugin:
         # claim UID -> (when its spec's content was last written, as far as this instance knows,
         # and that content's key): a container started well after it holds the current set
         self._written: dict[str, tuple[float, object]] = {}
+        # The claims' status.devices, written in the background (rules: delivery.claim-status);
+        # device name -> its stable attributes as last walked, kept while the device is away.
+        self.status: ClaimStatusWriter | None = \
+            ClaimStatusWriter(kube_client) if kube_client is not None else None
+        self._facts: dict[str, dict[str, Any]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -260,6 +270,8 @@ class Plugin:
             servers.start()
         self._servers = servers
         self._serving_since = time.time()
+        if self.status is not None:
+            self.status.start()
         self._watch_rebuilt()
 
     def stop(self) -> None:
@@ -274,6 +286,8 @@ class Plugin:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        if self.status is not None:
+            self.status.stop()
         checker, self._checker = self._checker, None
         if checker is not None:
             checker.join(10)
@@ -377,8 +391,26 @@ class Plugin:
                 self._state.claims[c.uid] = claim
             if resolved:
                 self._write_prepared(resolved, out)
+                self._note_facts(by_name)
+                for claim, _, _ in resolved:
+                    if not out[claim.uid].error:
+                        self._want_status(claim)
             self._update_health_locked()
         return out
+
+    def _note_facts(self, by_name: dict[str, PublishedDevice]) -> None:
+        """Keep the stable attributes of the claimed devices the walk found."""
+        for claim in self._state.claims.values():
+            for n in claim.device_names():
+                if n in by_name:
+                    self._facts[n] = stable_facts(by_name[n].attributes)
+
+    def _want_status(self, claim: PreparedClaim) -> None:
+        """Ask for the claim's status.devices as its spec now delivers; the writer applies
+        it in the background (rules: delivery.claim-status)."""
+        if self.status is not None:
+            self.status.want(claim.uid, claim.namespace, claim.name,
+                             device_entries(claim, self._facts))
 
     def _fetch_all(self, claims: Sequence[ClaimRef]) -> list[list[Any] | str]:
         """Each claim's results for this node, or the error text.
@@ -545,6 +577,8 @@ class Plugin:
                 # again and a restart cannot bring the spec back through reconcile.
                 self._state.claims[uid] = claim
                 raise
+            if self.status is not None:  # its entries go with it (rules: delivery.claim-status)
+                self.status.forget(uid, claim.namespace, claim.name)
         with contextlib.suppress(OSError):
             self._state.forget_name(uid)
         self._confirmed.discard(uid)
@@ -665,6 +699,7 @@ class Plugin:
                 log.error("reconcile skipped: %s", busy)
                 return written
             by_name = _by_name(inv)
+            self._note_facts(by_name)
             dirty = False
             for uid, claim in sorted(self._state.claims.items()):
                 try:
@@ -691,6 +726,7 @@ class Plugin:
                     if cdi.write_spec(self.config.cdi_dir, uid, spec):
                         written.append(uid)
                     self._written_at(uid, claim)
+                    self._want_status(claim)  # written only when it differs
                 except (OSError, SpecError) as e:
                     log.error("reconcile claim %s: %s", uid, e)
             if dirty:
@@ -829,6 +865,9 @@ class Plugin:
             self._late = {k: v for k, v in self._late.items() if k[0] != uid}
         for uid in [u for u in self._written if u not in self._state.claims]:
             del self._written[uid]
+        held = {n for c in self._state.claims.values() for n in c.device_names()}
+        for n in [n for n in self._facts if n not in held]:
+            del self._facts[n]
         self._metrics.late_registrants(sum(len(v) for v in self._late.values()))
         for uid, claim in self._state.claims.items():
             for n in claim.device_names():
