@@ -9,14 +9,12 @@ clear Failed state, and the others stand in for the two serio ioctls (recorded, 
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
 import struct
 import termios
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,16 +65,6 @@ class Pty:
     slave: int  # kept open by the test so the pty lives while the manager reopens it
     name: str  # /dev/pts/N
     rdev: int
-
-
-@pytest.fixture
-def ptys() -> Iterator[list[Pty]]:
-    made: list[Pty] = []
-    yield made
-    for p in made:
-        for fd in (p.master, p.slave):
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 def new_pty(ptys: list[Pty]) -> Pty:

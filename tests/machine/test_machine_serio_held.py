@@ -10,17 +10,13 @@ walk shows none on a node (it reads the devices that own a node, and the port ow
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import struct
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from liken_devices.machine.serio import (
     N_MOUSE,
@@ -33,18 +29,8 @@ from liken_devices.machine.serio import (
 from liken_devices.machine.side import serio_condition
 from liken_devices.sysfs.model import DevNode, Snapshot, SysDevice
 from tests.machine.serport_tty import SerportOps, TtyState
-from tests.machine.test_machine_serio import PULSE8, Pty, adapter_devices, new_pty, plug
+from tests.machine.test_machine_serio import PULSE8, Pty, adapter_devices, plug
 from tests.support.wait import wait_until
-
-
-@pytest.fixture
-def pty() -> Iterator[Pty]:
-    made: list[Pty] = []
-    yield new_pty(made)
-    for p in made:
-        for fd in (p.master, p.slave):
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 def snapshot(pty: Pty) -> Snapshot:

@@ -7,12 +7,9 @@ opener then meets what it would meet on a ttyACM that serport holds.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import os
 import struct
 import termios
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,18 +25,8 @@ from liken_devices.machine.serio import (
 )
 from liken_devices.sysfs.model import Snapshot
 from tests.machine.serport_tty import SerportOps, TtyState
-from tests.machine.test_machine_serio import PULSE8, Pty, adapter_devices, new_pty, plug
+from tests.machine.test_machine_serio import PULSE8, Pty, adapter_devices, plug
 from tests.support.wait import wait_until
-
-
-@pytest.fixture
-def pty() -> Iterator[Pty]:
-    made: list[Pty] = []
-    yield new_pty(made)
-    for p in made:
-        for fd in (p.master, p.slave):
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 def test_a_second_opener_of_a_held_tty_meets_serport(tmp_path: Path, pty: Pty) -> None:
