@@ -448,3 +448,34 @@ def test_every_permission_bit_travels_and_no_special_bit(tmp_path: Path, mode: i
     os.chown(path, 1000, 20)
     got = cdi.host_owner(tmp_path, DevNode("ttyUSB0", "c", 188, 0))
     assert got == cdi.Owner(mode & 0o777, 1000, 20)
+
+
+# -- what a spec may carry ----------------------------------------------------------------------
+
+NODE_KEYS = {"path", "type", "major", "minor", "fileMode", "uid", "gid"}
+node_names = st.sampled_from(["ttyUSB0", "dri/renderD128", "bus/usb/001/002", "snd/pcmC0D0p",
+                              "input/event3", "hidraw0", "cec0", "sg1"])
+deliveries = st.lists(st.builds(
+    Delivery, st.sampled_from(["usb-1-3", "pci-0000-00-02-0", "pnp-00-01", "usb-3-9-1-0"]),
+    st.lists(st.builds(DevNode, node_names, st.sampled_from(["c", "b"]),
+                       st.integers(0, 2**20), st.integers(0, 2**20)), max_size=3).map(tuple),
+    st.booleans()), min_size=1, max_size=5)
+
+
+@given(deliveries)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_spec_carries_device_nodes_and_nothing_else(got: list[Delivery]) -> None:
+    """rules: delivery.nodes-only. Whatever a claim holds, present or away, its spec edits the
+    container with device nodes alone: no mount (so no host path, and no device metadata file,
+    which the peers bind-mount from the host), no hook, no environment, no annotation."""
+    try:
+        spec_ = cdi.build_spec(UID, got, Path("/nonexistent-dev"))
+    except SpecError:
+        assert any(d.present and not d.nodes for d in got)  # a present device without a node
+        return
+    assert set(spec_) == {"cdiVersion", "kind", "devices"}
+    for device in spec_["devices"]:  # type: ignore[attr-defined]
+        assert set(device) == {"name", "containerEdits"}
+        assert set(device["containerEdits"]) == {"deviceNodes"}
+        for node in device["containerEdits"]["deviceNodes"]:
+            assert set(node) <= NODE_KEYS and "path" in node
