@@ -43,6 +43,10 @@ COMMANDS: dict[tuple[str, str], str] = {
     ("agent.cli", "agent.run"): "run: the agent's assembly, the API client, the kube side (33 ms)",
     ("plugin.cli", "plugin.serve"): "plugin: the plugin's core and the API client (60 ms)",
     ("plugin.cli", "plugin.prepared"): "claims: the state file's reader (11 ms)",
+    ("plugin.cli", "plugin.upgrade"): "--seamless-upgrade's pod UID, read once: the UID's parser "
+                                      "and, with the kubelet's version check, the kube package, "
+                                      "which plugin and run import anyway (53-170 ms on a loaded "
+                                      "machine)",
     ("machine.cli", "machine.apply"): "machine apply: the machine side (15 ms)",
     ("match.cli", "match.commands"): "claim-for, match: the allocator and CEL (41 ms)",
     ("match.cli", "match.cluster"): "fleet: the allocator, CEL and the API client (43 ms)",
