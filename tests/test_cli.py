@@ -295,15 +295,19 @@ def test_another_machines_facts_are_its_own(capsys: pytest.CaptureFixture[str], 
 
 
 def test_this_hosts_facts_are_read_for_this_host(tmp_path: Path) -> None:
-    from liken_devices.cliargs import HOST_FACTS, Parser, add_inputs, facts_from_args
+    from liken_devices.cliargs import HOST_FACTS, Inputs, Parser, add_inputs
 
     p = Parser()
     add_inputs(p)
-    assert facts_from_args(p.parse_args([])) == HOST_FACTS == Path("/run/liken/facts")
-    assert facts_from_args(p.parse_args(["--sysfs", "/sys"])) == HOST_FACTS
-    assert facts_from_args(p.parse_args(["--sysfs", str(tmp_path)])) is None
-    assert facts_from_args(p.parse_args(["--recording", str(tmp_path / "r")])) is None
-    assert facts_from_args(p.parse_args(["--recording", "r", "--facts", "f"])) == Path("f")
+
+    def facts(argv: list[str]) -> Path | None:
+        return Inputs.from_args(p.parse_args(argv)).facts_dir()
+
+    assert facts([]) == HOST_FACTS == Path("/run/liken/facts")
+    assert facts(["--sysfs", "/sys"]) == HOST_FACTS
+    assert facts(["--sysfs", str(tmp_path)]) is None
+    assert facts(["--recording", str(tmp_path / "r")]) is None
+    assert facts(["--recording", "r", "--facts", "f"]) == Path("f")
 
 
 # -- what a newcomer meets ------------------------------------------------------------------------

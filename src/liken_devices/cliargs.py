@@ -232,22 +232,6 @@ class Inputs(NamedTuple):
         return node_name(self.node, driver=driver)
 
 
-def another_machine(args: argparse.Namespace) -> bool:  # TEMP until every command has options
-    return Inputs.from_args(args).another_machine()
-
-
-def facts_from_args(args: argparse.Namespace) -> Path | None:  # TEMP
-    return Inputs.from_args(args).facts_dir()
-
-
-def sources_from_args(args: argparse.Namespace) -> Sources:  # TEMP
-    return Inputs.from_args(args).sources()
-
-
-def node_from_args(args: argparse.Namespace, driver: str = DRIVER) -> str:  # TEMP
-    return Inputs.from_args(args).node_name(driver)
-
-
 # A plain scalar that some YAML reader takes for a number, a boolean or null. PyYAML follows
 # YAML 1.1 and leaves `0249` or `1e10` plain, but kubectl's reader (YAML 1.1 with Go's number
 # parsing, or 1.2) reads them as numbers: a USB product ID `0249` would reach the API server as
