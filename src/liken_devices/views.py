@@ -195,6 +195,14 @@ def explain(opts: ExplainOptions) -> int:
     if opts.output in ("json", "yaml"):
         sys.stdout.write(dump(explain_json(inv, late, state_error), opts.output))
         return 0
+    sys.stdout.write("".join(fit(clean(line)) + "\n" for line in explain_lines(inv, late,
+                                                                                 state_error)))
+    return 0
+
+
+def explain_lines(inv: Inventory, late: dict[str, list[dict[str, Any]]],
+                  state_error: str | None) -> list[str]:
+    """``explain``'s text, a line per piece of hardware, then what the walk could not read."""
     out: list[str] = []
     left_out = {d.name: d.left_out for d in inv.devices if d.left_out}
     for o in sorted(inv.outcomes, key=lambda o: (o.reason is not None, o.bus, o.address)):
@@ -244,8 +252,7 @@ def explain(opts: ExplainOptions) -> int:
         out.append("")
         out.append(f"{inv.total} devices found; {len(inv.overflow)} dropped past the cap of "
                    f"{MAX_DEVICES}: " + ", ".join(inv.overflow))
-    sys.stdout.write("".join(fit(clean(line)) + "\n" for line in out))
-    return 0
+    return out
 
 
 def fit(line: str, width: int | None = None) -> str:

@@ -103,32 +103,7 @@ def cmd_match(opts: MatchOptions) -> int:
         objs = _cluster_objects(source.read, with_claims=True)
         slices = objs["slices"]
         node = opts.inputs.node
-        cluster = Question()
-        for kind, items in (("classes", objs["classes"]), ("claims", objs["claims"]),
-                            ("templates", objs["templates"])):
-            for obj in items:
-                obj.setdefault("kind", {"classes": "DeviceClass", "claims": "ResourceClaim",
-                                        "templates": "ResourceClaimTemplate"}[kind])
-                try:
-                    cluster.add(obj, "the cluster")
-                except InputError as exc:
-                    try:
-                        held = Claim.held(obj) if kind == "claims" else None
-                    except InputError:
-                        held = None
-                    if held is not None:  # its devices stay held, whatever its spec says
-                        cluster.allocated.append(held)
-                    log.warning("skipping an object the cluster returned: %s", exc)
-        # The files win over the cluster for the same object; the cluster's allocations stay.
-        question.classes = {**cluster.classes, **question.classes}
-        question.extended = cluster.extended.overlaid(question.extended)
-        question.allocated = cluster.allocated + question.allocated
-        for key, claim in cluster.claims.items():
-            if question.pods:
-                question.claims.setdefault(key, claim)
-        for key, t in cluster.templates.items():
-            if question.pods:
-                question.templates.setdefault(key, t)
+        _add_cluster(question, objs)
     elif question.slices:
         slices = question.slices
         node = opts.inputs.node
@@ -147,3 +122,33 @@ def cmd_match(opts: MatchOptions) -> int:
     else:
         sys.stdout.write(dump(to_json(answers), opts.output))
     return 0 if any(a.allocatable for a in answers) else 1
+
+
+def _add_cluster(question: Question, objs: dict[str, list[Any]]) -> None:
+    """The cluster's classes, claims and templates under ``question``'s own: the files win over
+    the cluster for the same object; the cluster's allocations stay."""
+    cluster = Question()
+    for kind, items in (("classes", objs["classes"]), ("claims", objs["claims"]),
+                        ("templates", objs["templates"])):
+        for obj in items:
+            obj.setdefault("kind", {"classes": "DeviceClass", "claims": "ResourceClaim",
+                                    "templates": "ResourceClaimTemplate"}[kind])
+            try:
+                cluster.add(obj, "the cluster")
+            except InputError as exc:
+                try:
+                    held = Claim.held(obj) if kind == "claims" else None
+                except InputError:
+                    held = None
+                if held is not None:  # its devices stay held, whatever its spec says
+                    cluster.allocated.append(held)
+                log.warning("skipping an object the cluster returned: %s", exc)
+    question.classes = {**cluster.classes, **question.classes}
+    question.extended = cluster.extended.overlaid(question.extended)
+    question.allocated = cluster.allocated + question.allocated
+    for key, claim in cluster.claims.items():
+        if question.pods:
+            question.claims.setdefault(key, claim)
+    for key, t in cluster.templates.items():
+        if question.pods:
+            question.templates.setdefault(key, t)

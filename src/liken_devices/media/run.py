@@ -58,18 +58,7 @@ def run_agent(opts: RunOptions, stop: threading.Event | None = None,
                  endpoint.port)
         agent.endpoint_port = endpoint.port
     stop = stop or threading.Event()
-
-    def factory() -> Any:
-        return make_client(opts.kubeconfig)
-
-    watches = [
-        ObjectWatch(factory, Resources.slice(), {"spec.nodeName": node,
-                                                 "spec.driver": LIKEN_DRIVER},
-                    agent.on_liken_slice, "liken-slice"),
-        ObjectWatch(factory, Resources.slice(), {"spec.nodeName": node,
-                                                 "spec.driver": MEDIA_DRIVER},
-                    agent.on_own_slice, "media-slice"),
-    ]
+    watches = _watches(opts, agent)
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("liken-media: signal %d, stopping", signum)
@@ -88,3 +77,18 @@ def run_agent(opts: RunOptions, stop: threading.Event | None = None,
             endpoint.stop()
         client.close()
     return 0
+
+
+def _watches(opts: RunOptions, agent: MediaAgent) -> list[ObjectWatch]:
+    """liken's slice of this node (its render nodes) and the agent's own."""
+    def factory() -> Any:
+        return make_client(opts.kubeconfig)
+
+    return [
+        ObjectWatch(factory, Resources.slice(), {"spec.nodeName": opts.node,
+                                                 "spec.driver": LIKEN_DRIVER},
+                    agent.on_liken_slice, "liken-slice"),
+        ObjectWatch(factory, Resources.slice(), {"spec.nodeName": opts.node,
+                                                 "spec.driver": MEDIA_DRIVER},
+                    agent.on_own_slice, "media-slice"),
+    ]
