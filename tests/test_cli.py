@@ -237,6 +237,74 @@ def test_a_command_imports_only_its_own_module() -> None:
     assert out.stdout.strip() == "['liken_devices.cli']"
 
 
+# -- a typed door per command ---------------------------------------------------------------------
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "liken_devices"
+
+
+def namespace_readers(src: Path = SRC) -> tuple[set[tuple[str, str]], list[str]]:
+    """Every function that takes the parsed arguments (a parameter annotated
+    ``argparse.Namespace``), as (module path, function), and every statement that changes them
+    (an assignment to one of their attributes, or a ``setattr`` on them)."""
+    import ast
+
+    takers: set[tuple[str, str]] = set()
+    changes: list[str] = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            names = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+                     if a.annotation is not None and "Namespace" in ast.unparse(a.annotation)}
+            if names:
+                takers.add((rel, fn.name))
+            # ... and what a parse returns here (kubectl liken's main parses its own)
+            names |= {t.id for node in ast.walk(fn) if isinstance(node, ast.Assign)
+                      and isinstance(node.value, ast.Call)
+                      and isinstance(node.value.func, ast.Attribute)
+                      and node.value.func.attr in ("parse_args", "parse_known_args")
+                      for t in node.targets if isinstance(t, ast.Name)}
+            for node in ast.walk(fn):
+                targets = (node.targets if isinstance(node, ast.Assign) else
+                           [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign)
+                           else [])
+                changed = [t for t in targets if isinstance(t, ast.Attribute)
+                           and isinstance(t.value, ast.Name) and t.value.id in names]
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id in ("setattr", "delattr") and node.args
+                        and isinstance(node.args[0], ast.Name) and node.args[0].id in names):
+                    changed.append(node)
+                changes += [f"{rel}:{node.lineno} ({fn.name})" for _ in changed[:1]]
+    return takers, changes
+
+
+def test_only_a_commands_parser_reads_the_parsed_arguments() -> None:
+    """Each command's parser (a ``cli.py``) reads its command line once into the command's
+    options, typed and immutable; the shared inputs are ``cliargs.Inputs``. No other module takes
+    the parsed arguments, and nothing changes them after the parse."""
+    takers, changes = namespace_readers()
+    assert ("agent/cli.py", "run_options") in takers  # the walk sees the doors
+    assert ("cliargs.py", "from_args") in takers
+    elsewhere = sorted(f"{m}: {f}" for m, f in takers
+                       if Path(m).name != "cli.py" and m != "cliargs.py")
+    assert not elsewhere, "functions outside the parsers that take the parsed arguments: " + \
+        ", ".join(elsewhere)
+    assert not changes, "the parsed arguments changed after the parse: " + ", ".join(changes)
+
+
+def test_the_options_are_immutable(machine: list[str]) -> None:
+    """A command's options cannot be changed once read: a decision made later (the kubelet's
+    answer to --seamless-upgrade) is a new value."""
+    from liken_devices.agent.cli import run_options
+    from liken_devices.cli import build_parser
+
+    opts = run_options(build_parser("run").parse_args(["run", *machine, "--no-api"]))
+    with pytest.raises(AttributeError):
+        opts.no_api = False  # type: ignore[misc]
+    assert opts._replace(no_api=False).no_api is False and opts.no_api is True
+
+
 # -- another machine's facts are its own (docs/inventory.md) --------------------------------------
 
 
@@ -295,15 +363,19 @@ def test_another_machines_facts_are_its_own(capsys: pytest.CaptureFixture[str], 
 
 
 def test_this_hosts_facts_are_read_for_this_host(tmp_path: Path) -> None:
-    from liken_devices.cliargs import HOST_FACTS, Parser, add_inputs, facts_from_args
+    from liken_devices.cliargs import HOST_FACTS, Inputs, Parser, add_inputs
 
     p = Parser()
     add_inputs(p)
-    assert facts_from_args(p.parse_args([])) == HOST_FACTS == Path("/run/liken/facts")
-    assert facts_from_args(p.parse_args(["--sysfs", "/sys"])) == HOST_FACTS
-    assert facts_from_args(p.parse_args(["--sysfs", str(tmp_path)])) is None
-    assert facts_from_args(p.parse_args(["--recording", str(tmp_path / "r")])) is None
-    assert facts_from_args(p.parse_args(["--recording", "r", "--facts", "f"])) == Path("f")
+
+    def facts(argv: list[str]) -> Path | None:
+        return Inputs.from_args(p.parse_args(argv)).facts_dir()
+
+    assert facts([]) == HOST_FACTS == Path("/run/liken/facts")
+    assert facts(["--sysfs", "/sys"]) == HOST_FACTS
+    assert facts(["--sysfs", str(tmp_path)]) is None
+    assert facts(["--recording", str(tmp_path / "r")]) is None
+    assert facts(["--recording", "r", "--facts", "f"]) == Path("f")
 
 
 # -- what a newcomer meets ------------------------------------------------------------------------

@@ -90,9 +90,9 @@ def test_every_command_takes_the_shared_inputs() -> None:
 def test_media_takes_the_same_node_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NODE_NAME", "from-env")
     args = media_cli.build_parser().parse_args(["scan"])
-    from liken_devices.cliargs import node_from_args
+    from liken_devices.cliargs import Inputs
 
-    assert node_from_args(args) == "from-env"
+    assert Inputs.from_args(args).node_name() == "from-env"
 
 
 @pytest.mark.parametrize("argv", [["scan", "--node"], ["bogus"], ["scan", "-o", "xml"],

@@ -18,11 +18,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from liken_devices import logs
-from liken_devices.cli import main, report_text, table
+from liken_devices.cli import main
 from liken_devices.inventory.limits import DRIVER
 from liken_devices.match.cli import kubectl_main
 from liken_devices.slices import make_slice
 from liken_devices.terminal import clean
+from liken_devices.views import report_text, table
 from tests.support.fakeapi import FakeApiServer
 from tests.support.hostile import examples
 

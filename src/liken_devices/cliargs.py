@@ -19,7 +19,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from . import logs
 from .inventory.context import InputError
@@ -29,16 +29,15 @@ from .terminal import clean
 
 __all__ = [
     "InputError",
+    "Inputs",
     "Parser",
     "add_inputs",
     "check_node_name",
     "dump",
     "inputs_parent",
-    "node_from_args",
     "node_name",
     "run_command",
     "setup_logging",
-    "sources_from_args",
 ]
 
 # This host's facts, which init writes.
@@ -179,39 +178,58 @@ def inputs_parent() -> argparse.ArgumentParser:
     return p
 
 
-def another_machine(args: argparse.Namespace) -> bool:
-    """Whether the options read a machine that is not this host: a recording, or a sysfs tree
-    other than /sys."""
-    if getattr(args, "recording", None) is not None:
-        return True
-    sysfs = getattr(args, "sysfs", None)
-    return sysfs is not None and os.path.realpath(sysfs) != os.path.realpath("/sys")
+class Inputs(NamedTuple):
+    """The shared inputs as one command line gave them, read from the parsed options once (a
+    command's options hold it; nothing reads the parsed options again). A ``NamedTuple``:
+    immutable and typed, without the dataclass machinery a one-shot command would import
+    (docs/performance.md, "Start-up")."""
 
+    sysfs: Path
+    recording: Path | None
+    facts: Path | None
+    machine: Path | None
+    modules_dir: Path | None
+    hwdata_dir: tuple[Path, ...] | None
+    node: str | None  # --node as given; :meth:`node_name` applies the one rule
 
-def facts_from_args(args: argparse.Namespace) -> Path | None:
-    """``--facts DIR``; else this host's facts for this host, and none for another machine
-    (rules: hardware.other-machines-facts: its disks are withheld)."""
-    given: Path | None = getattr(args, "facts", None)
-    if given is not None:
-        return given
-    return None if another_machine(args) else HOST_FACTS
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Inputs:
+        """The inputs of the parsed options (a command without ``--machine`` or ``--node`` has
+        none)."""
+        return cls(sysfs=args.sysfs, recording=args.recording,
+                   facts=getattr(args, "facts", None), machine=getattr(args, "machine", None),
+                   modules_dir=args.modules_dir,
+                   hwdata_dir=tuple(args.hwdata_dir) if args.hwdata_dir else None,
+                   node=getattr(args, "node", None))
 
+    def another_machine(self) -> bool:
+        """Whether the options read a machine that is not this host: a recording, or a sysfs
+        tree other than /sys."""
+        if self.recording is not None:
+            return True
+        return os.path.realpath(self.sysfs) != os.path.realpath("/sys")
 
-def sources_from_args(args: argparse.Namespace) -> Sources:
-    """Where the parsed options say each walk reads from."""
-    return Sources(
-        sysfs=args.sysfs,
-        facts=facts_from_args(args),
-        machine_file=getattr(args, "machine", None),
-        modules_dir=args.modules_dir or default_modules_dir(),
-        hwdata_dir=tuple(args.hwdata_dir) if args.hwdata_dir else default_hwdata_dir(),
-        recording=args.recording,
-    )
+    def facts_dir(self) -> Path | None:
+        """``--facts DIR``; else this host's facts for this host, and none for another machine
+        (rules: hardware.other-machines-facts: its disks are withheld)."""
+        if self.facts is not None:
+            return self.facts
+        return None if self.another_machine() else HOST_FACTS
 
+    def sources(self) -> Sources:
+        """Where the options say each walk reads from."""
+        return Sources(
+            sysfs=self.sysfs,
+            facts=self.facts_dir(),
+            machine_file=self.machine,
+            modules_dir=self.modules_dir or default_modules_dir(),
+            hwdata_dir=self.hwdata_dir or default_hwdata_dir(),
+            recording=self.recording,
+        )
 
-def node_from_args(args: argparse.Namespace, driver: str = DRIVER) -> str:
-    """The node's name for the parsed options (see :func:`node_name`)."""
-    return node_name(getattr(args, "node", None), driver=driver)
+    def node_name(self, driver: str = DRIVER) -> str:
+        """The node's name for these options (see :func:`node_name`)."""
+        return node_name(self.node, driver=driver)
 
 
 # A plain scalar that some YAML reader takes for a number, a boolean or null. PyYAML follows

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from liken_devices.agent.cli import run_options
 from liken_devices.agent.run import Assembled, assemble
 from liken_devices.cli import build_parser
 from liken_devices.inventory import Inventory
@@ -63,7 +64,7 @@ class Node:
             "--cdi-dir", str(self.cdi), "--state-dir", str(root / "state"),
             "--plugin-dir", str(sockets / "plugin"), "--registry-dir", str(self.registry),
             "--no-machine-side", "--quiet-seconds", "0.2"])
-        self.built: Assembled = assemble(args)
+        self.built: Assembled = assemble(run_options(args))
         self.agent = self.built.agent
         plugin = self.agent.plugin
         assert plugin is not None

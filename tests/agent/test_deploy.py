@@ -13,6 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from liken_devices.agent.cli import run_options
 from liken_devices.agent.run import assemble
 from liken_devices.cli import build_parser
 from tests.deploy.support import MINORS
@@ -80,10 +81,10 @@ def test_daemonset_mounts_what_the_agent_reads() -> None:
     assert args.hwdata_dir == [Path("/host/usr/share/hwdata"), Path("/usr/share/hwdata")]
     assert str(args.plugin_dir) in mounts and str(args.registry_dir) in mounts
     assert str(args.cdi_dir) in mounts and str(args.state_dir).startswith("/var/lib/liken-devices")
-    from liken_devices.cliargs import facts_from_args
+    from liken_devices.cliargs import Inputs
 
     # This host's facts: the agent reads /sys, so its facts are the host's (the mount above).
-    assert str(facts_from_args(args)).startswith("/run/liken/")
+    assert str(Inputs.from_args(args).facts_dir()).startswith("/run/liken/")
 
 
 def granted() -> set[tuple[str, str]]:
@@ -111,7 +112,7 @@ def test_cluster_role_grants_exactly_what_the_agent_uses(tmp_path: Path) -> None
             str(tmp_path / "console"), "--no-machine-side", "--cdi-dir", str(tmp_path / "cdi"),
             "--state-dir", str(tmp_path / "state"), "--plugin-dir", str(tmp_path / "plugin"),
             "--registry-dir", str(tmp_path / "registry")])
-        built = assemble(args)
+        built = assemble(run_options(args))
         t = threading.Thread(target=built.agent.run, daemon=True)
         t.start()
         try:

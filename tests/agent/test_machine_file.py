@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from liken_devices.agent.cli import run_options
 from liken_devices.agent.run import assemble
 from liken_devices.agent.runner import WalkReason
 from liken_devices.cli import build_parser
@@ -32,7 +33,7 @@ def test_a_malformed_file_keeps_the_last_good_spec(tmp_path: Path,
         "run", "--node", "offline", *node.args(), "--no-api", "--machine", str(machine),
         "--slice-out", str(slice_out), "--status-out", str(status_out),
         "--console", str(tmp_path / "console"), "--no-plugin", "--no-machine-side"])
-    built = assemble(args)
+    built = assemble(run_options(args))
     agent = built.agent
     try:
         agent._walk(WalkReason.START)
@@ -74,7 +75,7 @@ def test_a_tree_that_stops_being_sysfs_fails_the_walk_in_one_line(
         "run", "--node", "offline", *node.args(), "--no-api", "--status-out",
         str(tmp_path / "status.json"), "--console", str(tmp_path / "console"), "--no-plugin",
         "--no-machine-side"])
-    built = assemble(args)
+    built = assemble(run_options(args))
     try:
         built.agent._walk(WalkReason.START)
         (node.sysfs / "dev" / "char").rename(node.sysfs / "dev" / "gone")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from liken_devices.agent.cli import run_options
 from liken_devices.agent.run import Assembled, assemble
 from liken_devices.cli import build_parser
 from tests.support.fakeapi import FakeApiServer
@@ -67,7 +68,7 @@ def start(api: FakeApiServer, node: FixtureNode, tmp_path: Path, *extra: str,
         "run", "--node", name, *node.args(), "--kubeconfig",
         str(api.write_kubeconfig(tmp_path / "kubeconfig")), "--api-timeout", "2",
         "--console", str(tmp_path / "console"), "--no-plugin", *extra])
-    running = Running(assemble(args), api, node, name)
+    running = Running(assemble(run_options(args)), api, node, name)
     running.thread.start()
     assert running.agent.ready.wait(15)
     return running
@@ -364,7 +365,7 @@ def test_offline_with_machine_file(node: FixtureNode, tmp_path: Path) -> None:
         "run", "--node", "offline", *node.args(), "--no-api", "--machine", str(machine),
         "--slice-out", str(tmp_path / "slice.json"), "--status-out", str(tmp_path / "status.json"),
         "--console", str(tmp_path / "console"), "--no-plugin"])
-    built = assemble(args)
+    built = assemble(run_options(args))
     t = threading.Thread(target=built.agent.run, daemon=True)
     t.start()
     try:

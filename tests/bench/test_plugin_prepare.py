@@ -60,17 +60,18 @@ def rig() -> Iterator[tuple[FakeApiProcess, TestKubelet, Plugin, Callable[[], No
         # The node agent as it runs: its loop on the kernel's uevents, the plugin embedded, so
         # prepare takes its inventory the way a node's does (docs/plugin.md, "How fresh a
         # prepare's inventory is").
+        from liken_devices.agent.cli import run_options
         from liken_devices.agent.run import assemble
         from liken_devices.cli import build_parser
 
         api.add_node(NODE)
         api.add_machine(NODE, {})
-        built = assemble(build_parser().parse_args([
+        built = assemble(run_options(build_parser().parse_args([
             "run", "--node", NODE, "--sysfs", str(root / "sys"), "--facts", str(root / "facts"),
             "--modules-dir", str(root / "mods"), "--hwdata-dir", str(root / "hw"),
             "--kubeconfig", str(kubeconfig), "--console", str(root / "console"),
             "--cdi-dir", str(cdi_dir), "--state-dir", str(root / "state"),
-            "--plugin-dir", str(root / "p"), "--registry-dir", str(root / "r")]))
+            "--plugin-dir", str(root / "p"), "--registry-dir", str(root / "r")])))
         thread = threading.Thread(target=built.agent.run, daemon=True)
         thread.start()
         assert built.agent.ready.wait(30)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from liken_devices.cli import explain_json
 from liken_devices.inventory import Context, Facts, MachineSpec, build_inventory
 from liken_devices.inventory.bluetooth import LEGACY_EVENTS, UHID, UINPUT
 from liken_devices.inventory.model import Inventory
 from liken_devices.sysfs.reader import read_sysfs
 from liken_devices.sysfs.umockdev import load_recording
+from liken_devices.views import explain_json
 from tests.support.corpus import recording
 from tests.support.sysfs_builder import Dev, SysfsBuilder
 

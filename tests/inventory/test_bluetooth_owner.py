@@ -20,10 +20,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from liken_devices.cli import explain_json
 from liken_devices.inventory import Context, Facts, MachineSpec, build_inventory
 from liken_devices.inventory.model import Claimed, Inventory
 from liken_devices.sysfs.reader import read_sysfs
+from liken_devices.views import explain_json
 from tests.support.sysfs_builder import SysfsBuilder
 
 CLONE = "00:1a:7d:da:71:13"  # every clone CSR8510's BD_ADDR

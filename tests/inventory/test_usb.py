@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from liken_devices.cli import explain_json, report_text
 from liken_devices.inventory import Context, Facts, Inventory, MachineSpec, SerioEntry
 from liken_devices.inventory.catalogs import Catalogs, ModuleCatalog
 from liken_devices.inventory.model import Reason
@@ -18,6 +17,7 @@ from liken_devices.inventory.policy import build_inventory
 from liken_devices.kube.machine import build_status
 from liken_devices.sysfs.reader import read_sysfs
 from liken_devices.sysfs.umockdev import load_recording
+from liken_devices.views import explain_json, report_text
 from tests.support.corpus import recording
 from tests.support.sysfs_builder import Dev, SysfsBuilder
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from liken_devices.agent.cli import run_options
 from liken_devices.agent.run import assemble
 from liken_devices.cli import build_parser
 from liken_devices.kube.kubelet import parse_version, surge_supported
@@ -70,7 +71,7 @@ def test_run_on_an_older_kubelet_is_a_plain_instance_said_once(
     _node(api, "n1", version)
     args = _args(api, tmp_path, "n1")
     with caplog.at_level(logging.WARNING):
-        built = assemble(args)
+        built = assemble(run_options(args))
     try:
         plugin = built.agent.plugin
         assert plugin is not None

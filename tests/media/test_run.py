@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from liken_devices.media.agent import MediaAgent, liken_render_names
-from liken_devices.media.cli import build_parser
+from liken_devices.media.cli import build_parser, run_options
 from liken_devices.media.run import run_agent
 from liken_devices.slices import make_slice, validate_slice
 from tests.support.fakeapi import FakeApiServer
@@ -68,7 +68,7 @@ class Running:
         def ready(agent: MediaAgent) -> None:
             self.agent = agent
 
-        self.rc = run_agent(self.args, self.stop, ready)
+        self.rc = run_agent(run_options(self.args), self.stop, ready)
 
     def media(self) -> dict[str, Any] | None:
         return self.api.get_object("resourceslices", MEDIA)
@@ -163,7 +163,7 @@ def test_run_without_cluster_config_is_a_clear_error(
     (tmp_path / "sys" / "devices").mkdir(parents=True)
     (tmp_path / "sys" / "dev" / "char").mkdir(parents=True)  # a sysfs tree, if an empty one
     args = build_parser().parse_args(["run", "--sysfs", str(tmp_path / "sys"), "--node", NODE])
-    assert run_agent(args) == 2
+    assert run_agent(run_options(args)) == 2
     assert "give --kubeconfig" in caplog.text
 
 

@@ -7,8 +7,9 @@ serves the kubelet plugin and reports the Machine named after the node. Without 
 walks, reads the Machine's spec from ``--machine FILE`` and writes what it would publish to
 ``--slice-out``/``--status-out``.
 
-This module is the commands' parser alone: ``run`` is :mod:`.run`, imported when the command
-runs, so that ``--help`` and the other commands start without the agent's modules.
+This module is the commands' parser alone: it reads ``run``'s command line once into
+:class:`.options.RunOptions`; ``run`` is :mod:`.run`, imported when the command runs, so that
+``--help`` and the other commands start without the agent's modules.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..cliargs import add_endpoint_args
+from ..cliargs import Inputs, add_endpoint_args
 from ..inventory.limits import MAX_DEVICES, slice_name
-from ..plugin.cli import upgrade_args
+from ..plugin.cli import plugin_dirs, upgrade_args, upgrade_options
 from ..plugin.paths import (
     DEFAULT_CDI_DIR,
     DEFAULT_PLUGIN_DIR,
@@ -28,9 +29,16 @@ from ..plugin.paths import (
 )
 from ..probe import ask
 from ..terminal import clean
+from .options import RunOptions
 
 
 def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
+    """Add ``run`` and ``probe`` to the ``liken-devices`` command."""
+    _run(subparsers, common_parent)
+    _probe(subparsers)
+
+
+def _run(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser(
         "run", parents=[common_parent],
         help="the node agent: follow uevents, publish the slice, serve the kubelet plugin, "
@@ -77,6 +85,8 @@ def register(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
     upgrade_args(parts)
     p.set_defaults(func=cmd_run)
 
+
+def _probe(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "probe",
         help="ask the running agent's /healthz or /readyz over its probe socket (exec probes)",
@@ -99,7 +109,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     # skip (tests/test_layers.py)
     from .run import cmd_run
 
-    return cmd_run(args)
+    return cmd_run(run_options(args))
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """``run``'s command line, read once: the sources checked, then the node, then the
+    seamless-upgrade mode and its pod UID (in that order each is the operator's error)."""
+    inputs = Inputs.from_args(args)
+    sources = inputs.sources()
+    sources.check()
+    return RunOptions(
+        node=inputs.node_name(), sources=sources, kubeconfig=args.kubeconfig,
+        no_api=args.no_api, api_timeout=args.api_timeout, metrics_port=args.metrics_port,
+        metrics_addr=args.metrics_addr, probe_socket=args.probe_socket, console=args.console,
+        slice_out=args.slice_out, status_out=args.status_out, plugin=not args.no_plugin,
+        machine_side=not args.no_machine_side, quiet_seconds=args.quiet_seconds,
+        dirs=plugin_dirs(args), upgrade=upgrade_options(args))
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

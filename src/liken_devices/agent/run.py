@@ -1,27 +1,36 @@
 """``liken-devices run``: the node agent assembled from its command line, and run.
 
-:mod:`.cli` defines the command's options; this module builds the agent they describe
+:mod:`.cli` defines the command's options and reads them once into a
+:class:`.options.RunOptions`; this module, the composition root, builds the agent they describe
 (:func:`assemble`: the endpoint first, then the API client, the publishers, the watches, the
 kubelet plugin and the machine side) and runs it until SIGTERM.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ..cliargs import node_from_args, sources_from_args
+from ..inventory import Sources
 from ..inventory.limits import DRIVER
 from ..kube import MachineReporter, ObjectWatch, Resources, SlicePublisher, make_client
 from ..kube.client import cluster_available
-from ..kube.endpoint import default_address
-from ..plugin.upgrade import plain_unless_kubelet_surges, pod_uid_from_args
+from ..kube.endpoint import Endpoint, default_address
+from ..kube.watch import Watch
+from ..plugin.options import Upgrade
+from ..plugin.upgrade import surge_or_plain
 from ..slices.publish import Publisher, SliceFile
 from .metrics import AgentMetrics
+from .options import RunOptions
 from .runner import Agent, AgentConfig, Wake
+
+if TYPE_CHECKING:
+    from lightkube import Client
+
+    from ..machine.side import MachineSide
+    from ..plugin.core import Plugin, Walk
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +38,7 @@ log = logging.getLogger(__name__)
 class Assembled:
     """The agent and what must be closed after it ran."""
 
-    def __init__(self, agent: Any, client: Any, server: Any) -> None:
+    def __init__(self, agent: Agent, client: Client | None, server: Endpoint | None) -> None:
         self.agent = agent
         self.client = client
         self.metrics_server = server
@@ -41,46 +50,40 @@ class Assembled:
             self.client.close()
 
 
-def assemble(args: argparse.Namespace) -> Assembled:
+def assemble(opts: RunOptions) -> Assembled:
     """Build the agent the options describe (``cmd_run`` runs it; tests run it in a thread)."""
-    sources = sources_from_args(args)
-    sources.check()
-    node = node_from_args(args)
-    _surge_only_where_supported(args, node)
+    opts = opts._replace(upgrade=_surge_only_where_supported(opts))
     metrics = AgentMetrics()
     # The endpoint listens before anything slow (the agent's modules, the API client, the
     # plugin): in a surge upgrade, from the moment it listens the kubelet's probes of this pod
     # reach this instance rather than the old one (docs/plugin.md, "Upgrades"). Until the agent
     # exists its checks say "starting".
-    built: list[Any] = []
-    server = _serve(args, metrics, built)
+    built: list[Agent] = []
+    server = _serve(opts, metrics, built)
     try:
-        return _assemble(args, node, sources, metrics, server, built)
+        return _assemble(opts, metrics, server, built)
     except BaseException:
         if server is not None:
             server.stop()
         raise
 
 
-def _surge_only_where_supported(args: argparse.Namespace, node: str) -> None:
+def _surge_only_where_supported(opts: RunOptions) -> Upgrade:
     """``--seamless-upgrade`` on a node whose kubelet is older than 1.33 (or unknown): a plain
     single instance, said once (plugin/upgrade.py). Offline there is no kubelet to ask."""
-    if not getattr(args, "seamless_upgrade", False):
-        return
-    pod_uid_from_args(args)  # a bad --pod-uid is the operator's error before anything else
-    if args.no_api or not cluster_available(args.kubeconfig):
-        return
-    client = make_client(args.kubeconfig, timeout=args.api_timeout)
+    if not opts.upgrade.seamless or opts.no_api or not cluster_available(opts.kubeconfig):
+        return opts.upgrade
+    client = make_client(opts.kubeconfig, timeout=opts.api_timeout)
     try:
-        plain_unless_kubelet_surges(args, node, client)
+        return surge_or_plain(opts.upgrade, opts.node, client)
     finally:
         client.close()
 
 
-def _serve(args: argparse.Namespace, metrics: Any, built: list[Any]) -> Any:
+def _serve(opts: RunOptions, metrics: AgentMetrics, built: list[Agent]) -> Endpoint | None:
     """The metrics and probe endpoint (None without ``--metrics-port``); its checks ask the
     agent once ``built`` holds it."""
-    if args.metrics_port is None:
+    if opts.metrics_port is None:
         return None
     def check(name: str) -> Callable[[], tuple[bool, str]]:
         def run() -> tuple[bool, str]:
@@ -90,32 +93,33 @@ def _serve(args: argparse.Namespace, metrics: Any, built: list[Any]) -> Any:
             return result
         return run
 
-    addr = args.metrics_addr or default_address()
+    addr = opts.metrics_addr or default_address()
     # A surge upgrade runs two instances in the node's network namespace: they share it.
-    server = metrics.serve(args.metrics_port, addr, health=check("health"),
-                           ready=check("readiness"),
-                           reuse_port=bool(getattr(args, "seamless_upgrade", False)),
-                           probe_socket=args.probe_socket)
+    server = metrics.serve(opts.metrics_port, addr, health=check("health"),
+                           ready=check("readiness"), reuse_port=opts.upgrade.seamless,
+                           probe_socket=opts.probe_socket)
     log.info("metrics and probes on %s:%d (/metrics, /healthz, /readyz)%s", addr, server.port,
-             f", probes on {args.probe_socket} too" if args.probe_socket else "")
+             f", probes on {opts.probe_socket} too" if opts.probe_socket else "")
     return server
 
 
-def _assemble(args: argparse.Namespace, node: str, sources: Any, metrics: Any, server: Any,
-              built: list[Any]) -> Assembled:
+def _assemble(opts: RunOptions, metrics: AgentMetrics, server: Endpoint | None,
+              built: list[Agent]) -> Assembled:
     """The rest of :func:`assemble`, once the endpoint listens."""
-    config = AgentConfig(node=node, sources=sources, console=args.console,
-                         status_out=args.status_out)
-    if args.quiet_seconds is not None:
-        config.quiet = args.quiet_seconds
-    online = not args.no_api and cluster_available(args.kubeconfig)
-    if not online and not args.no_api:
+    node, sources = opts.node, opts.sources
+    config = AgentConfig(node=node, sources=sources, console=opts.console,
+                         status_out=opts.status_out)
+    if opts.quiet_seconds is not None:
+        config.quiet = opts.quiet_seconds
+    online = not opts.no_api and cluster_available(opts.kubeconfig)
+    if not online and not opts.no_api:
         log.warning("no kubeconfig and not in a pod: running offline (spec from --machine)")
-    reporter = client = None
+    reporter: MachineReporter | None = None
+    client: Client | None = None
     publishers: list[Publisher] = []
-    watches: list[Any] = []
+    watches: list[Callable[[Agent], Watch]] = []
     if online:
-        client = make_client(args.kubeconfig, timeout=args.api_timeout)
+        client = make_client(opts.kubeconfig, timeout=opts.api_timeout)
 
         def on_sharing(available: bool) -> None:
             # The write's answer shows whether the server keeps allowMultipleAllocations: the
@@ -124,27 +128,27 @@ def _assemble(args: argparse.Namespace, node: str, sources: Any, metrics: Any, s
                 agent.wake(Wake.REPORT)
 
         publishers.append(SlicePublisher(client, node, metrics=metrics, on_sharing=on_sharing))
-        if args.machine is None:
+        if sources.machine_file is None:
             reporter = MachineReporter(client, node, metrics=metrics)
         else:
             log.info("Machine spec read from %s; the Machine object is not reported",
-                     args.machine)
+                     sources.machine_file)
         watches = _watches(client, node, reporter is not None)
-    if args.slice_out is not None:
+    if opts.slice_out is not None:
         # The file's writes count as the slice's only without the API server's.
-        publishers.append(SliceFile(node, args.slice_out,
+        publishers.append(SliceFile(node, opts.slice_out,
                                     published=None if online else metrics.published))
     agent = Agent(config, publishers=publishers, reporter=reporter, metrics=metrics,
                   watches=watches)
-    if not args.no_plugin:
+    if opts.plugin:
         # Prepare walks afresh with the Machine's current spec (the agent's, not the file's);
         # an unprepare wakes a walk, since what a claim held publishes again (docs/plugin.md).
-        agent.plugin = _plugin(args, node, sources, client, agent.fresh_walk, metrics,
+        agent.plugin = _plugin(opts, client, agent.fresh_walk, metrics,
                                lambda: agent.wake(Wake.CLAIMS))
         if agent.plugin is not None:
             metrics.track_registration(lambda: bool(agent.plugin and agent.plugin.registered))
             quiet_grpc()
-    if not args.no_machine_side:
+    if opts.machine_side:
         agent.machine_side = _machine_side(sources, lambda: agent.wake(Wake.MACHINE_SIDE))
     built.append(agent)
     log.info("liken-devices run: node %s, %s", node,
@@ -152,8 +156,8 @@ def _assemble(args: argparse.Namespace, node: str, sources: Any, metrics: Any, s
     return Assembled(agent, client, server)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    built = assemble(args)
+def cmd_run(opts: RunOptions) -> int:
+    built = assemble(opts)
     signal.signal(signal.SIGTERM, built.agent.request_stop)
     signal.signal(signal.SIGINT, built.agent.request_stop)
     built.agent.release_lines_at_exit = True
@@ -165,31 +169,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         built.agent.release_lines()
 
 
-def _watches(client: Any, node: str, machine: bool) -> list[Any]:
+def _watches(client: Client, node: str, machine: bool) -> list[Callable[[Agent], Watch]]:
     """The slice and Machine watches, sharing the agent's one client (one SSL context)."""
-    def slice_watch(agent: Any) -> Any:
+    def slice_watch(agent: Agent) -> Watch:
         return ObjectWatch(lambda: client, Resources.slice(),
                            {"spec.nodeName": node, "spec.driver": DRIVER},
                            agent.on_slice_event, "slices", owns_client=False).start()
 
-    def machine_watch(agent: Any) -> Any:
+    def machine_watch(agent: Agent) -> Watch:
         return ObjectWatch(lambda: client, Resources.machine(), {"metadata.name": node},
                            agent.on_machine_event, "machine", owns_client=False).start()
 
     return [slice_watch, machine_watch] if machine else [slice_watch]
 
 
-def _plugin(args: argparse.Namespace, node: str, sources: Any, client: Any,
-            walk: Any, metrics: Any, on_release: Callable[[], object]) -> Any:
+def _plugin(opts: RunOptions, client: Client | None, walk: Walk,
+            metrics: AgentMetrics, on_release: Callable[[], object]) -> Plugin | None:
     try:
         # deferred: --no-plugin starts without the plugin's modules, 42 ms (tests/test_layers.py)
         from ..plugin.core import Plugin, PluginConfig
     except ImportError:
         log.warning("the kubelet plugin is not part of this build; not serving it")
         return None
-    config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
-                          plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
-                          sysfs=sources.sysfs, pod_uid=pod_uid_from_args(args))
+    dirs = opts.dirs
+    config = PluginConfig(node=opts.node, cdi_dir=dirs.cdi_dir, state_dir=dirs.state_dir,
+                          plugin_dir=dirs.plugin_dir, registry_dir=dirs.registry_dir,
+                          sysfs=opts.sources.sysfs, pod_uid=opts.upgrade.pod_uid)
     return Plugin(config, walk=walk, kube_client=client, metrics=metrics, on_release=on_release)
 
 
@@ -211,7 +216,7 @@ def quiet_grpc(period: float = 3600.0) -> None:
         grpc_server._DEALLOCATED_SERVER_CHECK_PERIOD_S = period
 
 
-def _machine_side(sources: Any, on_change: Any) -> Any:
+def _machine_side(sources: Sources, on_change: Callable[[], None]) -> MachineSide | None:
     try:
         # deferred: --no-machine-side starts without it, 21 ms (tests/test_layers.py)
         from ..machine.side import MachineSide

@@ -1,12 +1,12 @@
 """``liken-devices machine apply``: a Machine spec's modules and serial lines, applied once.
 
-The command's options and its help are :mod:`.cli`'s. While it holds a line it stays in the
+The command's options and its help are :mod:`.cli`'s, read once into
+:class:`.options.ApplyOptions`. While it holds a line it stays in the
 foreground, and lets go on SIGTERM or SIGINT (see :mod:`.holder`).
 """
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import threading
@@ -14,9 +14,9 @@ from types import FrameType
 from typing import Any
 
 from .. import signals
-from ..cliargs import InputError, another_machine, dump, sources_from_args
-from ..inventory.sources import default_modules_dir
+from ..cliargs import InputError, dump
 from .modules import LoadError, ModprobeLoader
+from .options import ApplyOptions
 from .side import MachineSide
 
 
@@ -33,21 +33,23 @@ class _NoTooling:
         raise LoadError("a dry run runs no modprobe")
 
 
-def cmd_apply(args: argparse.Namespace) -> int:
+def cmd_apply(opts: ApplyOptions) -> int:
     # rules: machine.apply-this-host. The command loads this host's modules and opens this
     # host's ttys: the machine it read must be this host, or the run a dry run.
-    if another_machine(args) and not args.dry_run:
-        what = (f"--recording {args.recording} is another machine" if args.recording is not None
-                else f"--sysfs {args.sysfs} is not this host's /sys")
+    inputs = opts.inputs
+    if inputs.another_machine() and not opts.dry_run:
+        what = (f"--recording {inputs.recording} is another machine"
+                if inputs.recording is not None
+                else f"--sysfs {inputs.sysfs} is not this host's /sys")
         raise InputError(f"machine apply loads modules and attaches lines on this host, and {what}"
                          "; add --dry-run to see what it would do there")
-    sources = sources_from_args(args)
+    sources = inputs.sources()
     sources.check()
     spec = sources.machine()
-    modules_dir = args.modules_dir or default_modules_dir()
+    modules_dir = sources.modules_dir
     wake = threading.Event()
-    loader = _NoTooling() if args.dry_run else ModprobeLoader(modules_dir)
-    side = MachineSide(modules_dir, loader, sys_root=args.sysfs, on_change=wake.set)
+    loader = _NoTooling() if opts.dry_run else ModprobeLoader(modules_dir)
+    side = MachineSide(modules_dir, loader, sys_root=inputs.sysfs, on_change=wake.set)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -55,10 +57,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
         wake.set()
 
     try:
-        fragment = side.apply(spec, sources.snapshot(), dry_run=args.dry_run)
-        sys.stdout.write(dump(fragment, args.output))
+        fragment = side.apply(spec, sources.snapshot(), dry_run=opts.dry_run)
+        sys.stdout.write(dump(fragment, opts.output))
         sys.stdout.flush()
-        if args.dry_run or not side.serio.held():
+        if opts.dry_run or not side.serio.held():
             return 1 if failed(fragment) else 0
         previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_signal),
                     signal.SIGINT: signal.signal(signal.SIGINT, on_signal)}
@@ -70,8 +72,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
                     break
                 # A held line ended on its own: walk again and say what the machine has now.
                 fragment = side.apply(spec, sources.snapshot())
-                sys.stdout.write(("---\n" if args.output == "yaml" else "")
-                                 + dump(fragment, args.output))
+                sys.stdout.write(("---\n" if opts.output == "yaml" else "")
+                                 + dump(fragment, opts.output))
                 sys.stdout.flush()
         finally:
             for signum, handler in previous.items():

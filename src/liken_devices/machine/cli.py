@@ -6,13 +6,17 @@ status fragment the agent would merge into the Machine's status. Because a serio
 lasts only while a process holds the line (see :mod:`.holder`), the command stays in the
 foreground while it holds a line, and lets go on SIGTERM or SIGINT.
 
-This module is the command's parser alone: :mod:`.apply` runs it, imported when it runs.
+This module is the command's parser alone: it reads the command line once into
+:class:`.options.ApplyOptions`, and :mod:`.apply` runs it, imported when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
+
+from ..cliargs import Inputs
+from .options import ApplyOptions
 
 HELP = """\
 Apply the spec of --machine FILE to this machine once: load each module of spec.modules (with
@@ -58,4 +62,5 @@ def cmd_apply(args: argparse.Namespace) -> int:
     # skip (tests/test_layers.py)
     from .apply import cmd_apply
 
-    return cmd_apply(args)
+    return cmd_apply(ApplyOptions(inputs=Inputs.from_args(args), dry_run=args.dry_run,
+                                  output=args.output))

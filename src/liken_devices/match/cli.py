@@ -11,19 +11,21 @@ PATH, called with the arguments after ``kubectl liken``; kubectl passes none of 
 so the plugin reads ``$KUBECONFIG`` or ``~/.kube/config`` as kubectl does, and defaults to the
 cluster rather than the local machine.
 
-This module is the commands' parser alone: ``claim-for`` and ``match`` are :mod:`.commands`,
-``fleet`` is :mod:`.cluster`, each imported when its command runs.
+This module is the commands' parser alone: it reads a command line once into the command's
+options (:mod:`.options`); ``claim-for`` and ``match`` are :mod:`.commands`, ``fleet`` is
+:mod:`.cluster`, each imported when its command runs.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..cliargs import Parser, inputs_parent, run_command, setup_logging
+from ..cliargs import Inputs, Parser, inputs_parent, run_command, setup_logging
+from .options import ClaimForOptions, ClusterRead, DeviceSource, FleetOptions, MatchOptions
 
 
 def cmd_claim_for(args: argparse.Namespace) -> int:
@@ -31,7 +33,10 @@ def cmd_claim_for(args: argparse.Namespace) -> int:
     # skip (tests/test_layers.py)
     from .commands import cmd_claim_for
 
-    return cmd_claim_for(args)
+    return cmd_claim_for(ClaimForOptions(
+        inputs=Inputs.from_args(args), source=_device_source(args), device=args.device,
+        any_of_kind=args.any, by_address=args.by_address, namespace=args.namespace,
+        extended_resource=args.extended_resource))
 
 
 def cmd_match(args: argparse.Namespace) -> int:
@@ -39,7 +44,9 @@ def cmd_match(args: argparse.Namespace) -> int:
     # skip (tests/test_layers.py)
     from .commands import cmd_match
 
-    return cmd_match(args)
+    return cmd_match(MatchOptions(inputs=Inputs.from_args(args), source=_device_source(args),
+                                  filenames=tuple(args.filename), output=args.output,
+                                  details=args.details))
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
@@ -47,7 +54,24 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     # skip (tests/test_layers.py)
     from .cluster import cmd_fleet
 
-    return cmd_fleet(args)
+    return cmd_fleet(FleetOptions(read=_cluster_read(args), nodes=tuple(args.fleet_node or ()),
+                                  attributes=tuple(args.attribute or ()),
+                                  selector=args.selector, output=args.output))
+
+
+def _cluster_read(args: argparse.Namespace) -> ClusterRead:
+    return ClusterRead(kubeconfig=args.kubeconfig, page_size=args.page_size,
+                       timeout=args.timeout)
+
+
+def _device_source(args: argparse.Namespace) -> DeviceSource:
+    """Where the devices come from, decided once: ``--slices``; the cluster with
+    ``--kubeconfig``, or by ``kubectl liken``'s default when no local source is named (no
+    --slices, no --recording, the default --sysfs); else the local walk."""
+    cluster = args.kubeconfig is not None or (
+        getattr(args, "cluster_default", False) and args.slices is None and args.recording is None
+        and args.sysfs == Path("/sys"))
+    return DeviceSource(slices=args.slices, cluster=cluster, read=_cluster_read(args))
 
 
 def _page_size(text: str) -> int:
@@ -91,8 +115,7 @@ def _sources(p: argparse.ArgumentParser) -> None:
     _timeout(g)
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
-    """Add ``claim-for``, ``match`` and ``fleet`` to a ``liken-devices`` parser."""
+def _claim_for(sub: Any, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "claim-for", parents=[parent],
         help="print a DeviceClass and claim that select one published device",
@@ -117,6 +140,8 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     _sources(p)
     p.set_defaults(func=cmd_claim_for)
 
+
+def _match(sub: Any, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "match", parents=[parent],
         help="say whether a claim or pod can be allocated, and why not",
@@ -142,6 +167,8 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     _sources(p)
     p.set_defaults(func=cmd_match)
 
+
+def _fleet(sub: Any, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "fleet",
         help="every node's liken.sh and media.liken.sh devices, holders and problems",
@@ -167,6 +194,17 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_fleet)
 
 
+# The sub-commands, in --help's order: each adds its parser (cli.SUBCOMMANDS names them).
+PARSERS: tuple[Callable[[Any, argparse.ArgumentParser], None], ...] = (
+    _claim_for, _match, _fleet)
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    """Add ``claim-for``, ``match`` and ``fleet`` to a ``liken-devices`` parser."""
+    for add in PARSERS:
+        add(sub, parent)
+
+
 def kubectl_main(argv: Sequence[str] | None = None) -> int:
     """``kubectl liken claim-for|match|fleet ...``: the cluster is the default source."""
     parser = Parser(
@@ -177,7 +215,7 @@ def kubectl_main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                 parser_class=Parser)
     register(sub, inputs_parent())
+    parser.set_defaults(cluster_default=True)  # the cluster is kubectl liken's default source
     args = parser.parse_args(argv)
-    args.cluster_default = True
     setup_logging(getattr(args, "verbose", 0))
     return run_command("kubectl-liken", args.func, args)

@@ -3,12 +3,11 @@ and ``match`` (``--kubeconfig``, or ``kubectl liken``'s default).
 
 The client is made as kubectl finds its configuration (``$KUBECONFIG``, else ``~/.kube/config``),
 every list is paginated and held to one budget (kube/listing.py), and an API error is one line.
-The commands' options are :mod:`.cli`'s.
+The commands' options are :mod:`.cli`'s, read once into :mod:`.options`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from ..kube.client import NoClusterConfig, Resources, describe, make_client
 from ..kube.listing import Budget
 from .cel import CelUnavailable, environment
 from .fleet import build, list_all, read_cluster, to_json, to_text
+from .options import ClusterRead, FleetOptions
 
 
 def default_kubeconfig() -> Path | None:
@@ -46,21 +46,21 @@ def api_error(exc: BaseException) -> InputError:
     return InputError(f"the API server: {describe(exc)}")
 
 
-def cluster_objects(args: argparse.Namespace, *, with_claims: bool) -> dict[str, list[Any]]:
-    client = client_for(args.kubeconfig or default_kubeconfig())
-    budget = Budget(seconds=args.timeout)
+def cluster_objects(read: ClusterRead, *, with_claims: bool) -> dict[str, list[Any]]:
+    client = client_for(read.kubeconfig or default_kubeconfig())
+    budget = Budget(seconds=read.timeout)
     out: dict[str, list[Any]] = {}
     fields = None if with_claims else {"spec.driver": DRIVER}
     try:
-        out["slices"] = list(list_all(client, Resources.slice(), page=args.page_size,
+        out["slices"] = list(list_all(client, Resources.slice(), page=read.page_size,
                                       fields=fields, budget=budget))
         if with_claims:
             out["classes"] = list(list_all(client, Resources.device_class(),
-                                           page=args.page_size, budget=budget))
-            out["claims"] = list(list_all(client, Resources.claim(), page=args.page_size,
+                                           page=read.page_size, budget=budget))
+            out["claims"] = list(list_all(client, Resources.claim(), page=read.page_size,
                                           namespaced=True, budget=budget))
             out["templates"] = list(list_all(client, Resources.claim_template(),
-                                             page=args.page_size, namespaced=True,
+                                             page=read.page_size, namespaced=True,
                                              budget=budget))
     except InputError:
         raise
@@ -69,22 +69,23 @@ def cluster_objects(args: argparse.Namespace, *, with_claims: bool) -> dict[str,
     return out
 
 
-def cmd_fleet(args: argparse.Namespace) -> int:
-    client = client_for(args.kubeconfig or default_kubeconfig())
+def cmd_fleet(opts: FleetOptions) -> int:
+    read = opts.read
+    client = client_for(read.kubeconfig or default_kubeconfig())
     try:
-        snap = read_cluster(client, page=args.page_size, budget=Budget(seconds=args.timeout))
+        snap = read_cluster(client, page=read.page_size, budget=Budget(seconds=read.timeout))
     except Exception as exc:
         raise api_error(exc) from None
     env = None
-    if args.selector is not None:
+    if opts.selector is not None:
         try:
             env = environment()
         except CelUnavailable as exc:
             raise InputError(str(exc)) from None
-    fleet = build(snap, nodes=args.fleet_node or (), attributes=args.attribute or (),
-                  selector=args.selector, env=env)
-    if args.output in ("table", "wide"):
-        sys.stdout.write(to_text(fleet, wide=args.output == "wide"))
+    fleet = build(snap, nodes=opts.nodes, attributes=opts.attributes, selector=opts.selector,
+                  env=env)
+    if opts.output in ("table", "wide"):
+        sys.stdout.write(to_text(fleet, wide=opts.output == "wide"))
     else:
-        sys.stdout.write(dump(to_json(fleet), args.output))
+        sys.stdout.write(dump(to_json(fleet), opts.output))
     return 0

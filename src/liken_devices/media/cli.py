@@ -5,8 +5,9 @@ cluster (docs/media.md). ``run`` is the agent of the ``media-capabilities`` Daem
 asks once at start, publishes, and asks again only when liken publishes a render node it has not
 seen; no timer asks again (rules: media.query-once).
 
-This module is the commands' parser alone: ``scan`` is :mod:`.scan` and ``run`` :mod:`.run`,
-each imported when its command runs.
+This module is the commands' parser alone: it reads a command line once into the command's
+options (:mod:`.options`); ``scan`` is :mod:`.scan` and ``run`` :mod:`.run`, each imported when
+its command runs.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import __version__, logs
-from ..cliargs import InputError, Parser, add_endpoint_args
+from ..cliargs import InputError, Inputs, Parser, add_endpoint_args
+from ..inventory.limits import MEDIA_DRIVER
+from ..inventory.sources import Sources
 from ..slices import SliceInvalid
 from ..terminal import clean
+from .options import RunOptions, ScanOptions
 from .probe import DEFAULT_TIMEOUT
 
 log = logging.getLogger("liken_devices.media")
@@ -106,7 +110,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
     # skip (tests/test_layers.py)
     from .scan import cmd_scan
 
-    return cmd_scan(args)
+    node, sources = _machine(args)
+    return cmd_scan(ScanOptions(node=node, sources=sources, dev=args.dev, timeout=args.timeout,
+                                output=args.output))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -114,7 +120,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     # skip (tests/test_layers.py)
     from .run import cmd_run
 
-    return cmd_run(args)
+    return cmd_run(run_options(args))
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """``run``'s command line, read once."""
+    node, sources = _machine(args)
+    return RunOptions(node=node, sources=sources, dev=args.dev, timeout=args.timeout,
+                      kubeconfig=args.kubeconfig, metrics_port=args.metrics_port,
+                      metrics_addr=args.metrics_addr, pod_name=args.pod_name,
+                      pod_namespace=args.pod_namespace)
+
+
+def _machine(args: argparse.Namespace) -> tuple[str, Sources]:
+    """The node's name (the one rule, for the media slice's name), then the sources, checked."""
+    inputs = Inputs.from_args(args)
+    node = inputs.node_name(MEDIA_DRIVER)
+    sources = inputs.sources()
+    sources.check()
+    return node, sources
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,36 +1,34 @@
 """``liken-media scan``: ask this machine's render nodes and print the slice, with no cluster
-(docs/media.md). The command's options are :mod:`.cli`'s.
+(docs/media.md). The command's options are :mod:`.cli`'s, read once into
+:class:`.options.ScanOptions`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Any
 
-from ..cliargs import node_from_args, sources_from_args, yaml_text
-from ..inventory.limits import MEDIA_DRIVER
+from ..cliargs import yaml_text
 from ..terminal import clean_row
 from .devices import build_slice, log, query_devices, render_devices, without_media
+from .options import ScanOptions
 
 
-def cmd_scan(args: argparse.Namespace) -> int:
-    node = node_from_args(args, MEDIA_DRIVER)
-    sources = sources_from_args(args)
-    sources.check()
+def cmd_scan(opts: ScanOptions) -> int:
+    sources = opts.sources
     snapshot = sources.snapshot()
     inventory = sources.walk(snapshot=snapshot)
     # A GPU with no render node has no media device: say which and why, rather than leave the
     # slice (or the table) empty with no word (rules: media.gpu-without-media).
     for line in without_media(inventory, snapshot):
         log.info("%s", line)
-    devices = query_devices(render_devices(inventory), args.dev, args.timeout)
-    obj = build_slice(node, devices)
-    if args.output == "json":
+    devices = query_devices(render_devices(inventory), opts.dev, opts.timeout)
+    obj = build_slice(opts.node, devices)
+    if opts.output == "json":
         json.dump(obj, sys.stdout, indent=2)
         sys.stdout.write("\n")
-    elif args.output == "table":
+    elif opts.output == "table":
         sys.stdout.write(table(obj))
     else:
         sys.stdout.write(yaml_text(obj))

@@ -9,8 +9,9 @@ only reads, so it works beside a running plugin, and a state it cannot read is o
 2. ``--seamless-upgrade`` (``plugin`` and ``run``) is the mode in which two instances serve the
 node during a surge upgrade (docs/plugin.md, "Upgrades").
 
-This module is the commands' parser alone: ``plugin`` is :mod:`.serve` and ``claims``
-:mod:`.prepared`, each imported when its command runs.
+This module is the commands' parser alone: it reads a command line once into the command's
+options (:mod:`.options`); ``plugin`` is :mod:`.serve` and ``claims`` :mod:`.prepared`, each
+imported when its command runs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..cliargs import Inputs
+from .options import ClaimsOptions, PluginDirs, PluginOptions, Upgrade
 from .paths import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DEFAULT_STATE_DIR
 
 
@@ -66,12 +69,41 @@ def upgrade_args(p: Any) -> None:
                         "downward API's metadata.uid)")
 
 
+def plugin_dirs(args: argparse.Namespace) -> PluginDirs:
+    """Where the plugin writes, as ``plugin`` and ``run`` were told."""
+    return PluginDirs(cdi_dir=args.cdi_dir, state_dir=args.state_dir,
+                      plugin_dir=args.plugin_dir, registry_dir=args.registry_dir)
+
+
+def upgrade_options(args: argparse.Namespace) -> Upgrade:
+    """The seamless-upgrade mode as ``plugin`` and ``run`` were told: the pod UID is read and
+    checked here, once (a bad one is the operator's error before anything else)."""
+    if not args.seamless_upgrade:
+        return Upgrade.plain()
+    # deferred: the UID's parser and the kube package with it, which plugin and run import
+    # anyway; a plain instance's options skip it (tests/test_layers.py)
+    from .upgrade import pod_uid
+
+    return Upgrade(seamless=True, pod_uid=pod_uid(args.pod_uid))
+
+
+def plugin_options(args: argparse.Namespace) -> PluginOptions:
+    """``plugin``'s command line, read once: the sources checked, then the node, then the
+    seamless-upgrade mode (in that order each is the operator's error)."""
+    inputs = Inputs.from_args(args)
+    sources = inputs.sources()
+    sources.check()  # a missing --sysfs/--recording is the operator's error: exit 2
+    return PluginOptions(node=inputs.node_name(), sources=sources, kubeconfig=args.kubeconfig,
+                         api_timeout=args.api_timeout, dirs=plugin_dirs(args),
+                         upgrade=upgrade_options(args))
+
+
 def run_plugin(args: argparse.Namespace) -> int:
     # deferred: the command's module, 60 ms that --help and the other commands
     # skip (tests/test_layers.py)
     from .serve import run_plugin
 
-    return run_plugin(args)
+    return run_plugin(plugin_options(args))
 
 
 def run_claims(args: argparse.Namespace) -> int:
@@ -79,4 +111,5 @@ def run_claims(args: argparse.Namespace) -> int:
     # skip (tests/test_layers.py)
     from .prepared import run_claims
 
-    return run_claims(args)
+    return run_claims(ClaimsOptions(sources=Inputs.from_args(args).sources(),
+                                    state_dir=args.state_dir, output=args.output))

@@ -9,15 +9,15 @@ answer). The command's options are :mod:`.cli`'s.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..cliargs import dump, sources_from_args
+from ..cliargs import dump
 from ..inventory import Inventory
 from ..terminal import clean, clean_row
 from .late import late_json, late_registrants
+from .options import ClaimsOptions
 from .paths import DEFAULT_STATE_DIR
 from .state import StateError, claimed_in, read_state
 
@@ -71,11 +71,11 @@ def late_in_state(state_dir: Path | None, inv: Inventory
     return out, None
 
 
-def run_claims(args: argparse.Namespace) -> int:
+def run_claims(opts: ClaimsOptions) -> int:
     try:
         # The walk knows the prepared claims, as the plugin's does (docs/plugin.md).
-        inv = sources_from_args(args).walk(claimed=claimed_in(args.state_dir))
-        view = claims_view(args.state_dir, inv)
+        inv = opts.sources.walk(claimed=claimed_in(opts.state_dir))
+        view = claims_view(opts.state_dir, inv)
     except StateError as e:
         print(f"liken-devices claims: {e} (a plugin rebuilds it from the CDI specs at its "
               "next start)", file=sys.stderr)
@@ -83,8 +83,8 @@ def run_claims(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"liken-devices claims: {clean(e)}", file=sys.stderr)
         return 2
-    if args.output in ("json", "yaml"):
-        sys.stdout.write(dump(view, args.output))
+    if opts.output in ("json", "yaml"):
+        sys.stdout.write(dump(view, opts.output))
         return 0
     rows: list[tuple[str, ...]] = [("CLAIM", "UID", "DEVICE", "NODES")]
     for c in view:

@@ -2,42 +2,39 @@
 
 It walks once at start, on SIGHUP and after an unprepare ended a claim, reconciles the prepared
 claims' specs after each walk, and serves the kubelet (docs/plugin.md, "Command line"). The
-command's options are :mod:`.cli`'s.
+command's options are :mod:`.cli`'s, read once into :class:`.options.PluginOptions`.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 import sys
 import threading
 
 from .. import heap, signals
-from ..cliargs import node_from_args, sources_from_args
 from ..kube.client import make_client
 from ..terminal import clean
 from .core import Plugin, PluginConfig
-from .upgrade import plain_unless_kubelet_surges, pod_uid_from_args
+from .options import PluginOptions
+from .upgrade import surge_or_plain
 
 log = logging.getLogger(__name__)
 
 
-def run_plugin(args: argparse.Namespace) -> int:
-    sources = sources_from_args(args)
-    sources.check()  # a missing --sysfs/--recording is the operator's error: exit 2
-    node = node_from_args(args)
-    pod_uid_from_args(args)  # a bad --pod-uid is the operator's error before anything else
+def run_plugin(opts: PluginOptions) -> int:
+    sources = opts.sources
     try:
-        client = make_client(args.kubeconfig, timeout=args.api_timeout)
+        client = make_client(opts.kubeconfig, timeout=opts.api_timeout)
     except Exception as e:
         print(f"liken-devices plugin: no API access: {clean(e)}", file=sys.stderr)
         return 2
-    plain_unless_kubelet_surges(args, node, client)
-    pod_uid = pod_uid_from_args(args)
-    config = PluginConfig(node=node, cdi_dir=args.cdi_dir, state_dir=args.state_dir,
-                          plugin_dir=args.plugin_dir, registry_dir=args.registry_dir,
-                          sysfs=None if args.recording else sources.sysfs, pod_uid=pod_uid)
+    upgrade = surge_or_plain(opts.upgrade, opts.node, client)
+    dirs = opts.dirs
+    config = PluginConfig(node=opts.node, cdi_dir=dirs.cdi_dir, state_dir=dirs.state_dir,
+                          plugin_dir=dirs.plugin_dir, registry_dir=dirs.registry_dir,
+                          sysfs=None if sources.recording else sources.sysfs,
+                          pod_uid=upgrade.pod_uid)
     stop = threading.Event()
     rewalk = threading.Event()
     plugin = Plugin(config, walk=sources.walk, kube_client=client, on_release=rewalk.set)
